@@ -1,0 +1,1 @@
+"""The `sidewatch` command line (click)."""

@@ -1,0 +1,223 @@
+"""`sidewatch`: ingest AG-UI traffic, audit approval waits, validate configs, run the demo."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import wraps
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+
+from sidewatch import __version__
+from sidewatch.config import Config, load_config, read_config_file
+from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.errors import SidewatchError
+from sidewatch.ingest.reader import read_file
+from sidewatch.report.verdicts import audit_json, audit_table
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEMO_AT = "2026-07-26T16:30:00Z"
+
+
+def _one_line_errors(fn: F) -> F:
+    """A SidewatchError becomes a one-line message (the config's list, for config errors)
+    and exit 1, never a traceback."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SidewatchError as e:
+            click.echo(f"sidewatch: error: {e}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("sidewatch: interrupted; every unit already reported stays stored", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _config(config_path: str | None, db: str | None) -> Config:
+    cfg = load_config(read_config_file(config_path), os.environ)
+    if db:
+        cfg = Config(
+            db_url=db,
+            policies=cfg.policies,
+            approver_ref_key=cfg.approver_ref_key,
+            role_prefixes=cfg.role_prefixes,
+        )
+    return cfg
+
+
+def _parse_at(value: str | None) -> int:
+    if value is None or value == "now":
+        return int(time.time() * 1000)
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 time such as 2026-07-26T16:30:00Z", param_hint="--at"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="YAML config file (see config.example.yaml). Without one, defaults apply.",
+)
+db_option = click.option(
+    "--db",
+    default=None,
+    metavar="URL",
+    help="Store URL, overriding the config and SIDEWATCH_DB_URL "
+    "(default sqlite:///./sidewatch.db; postgresql+psycopg://… for PostgreSQL).",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sidewatch")
+def cli() -> None:
+    """sidewatch tells apart the ways an AI agent can be waiting for a person.
+
+    A paused agent is silent, and silence is not a health signal. sidewatch reads AG-UI
+    interrupt/resume traffic and evidence events, and classifies every approval wait as
+    WAITING, STALE, UNROUTABLE, ORPHANED or STUCK_AFTER_DECISION (closed waits:
+    CLOSED_BY_DECLINE, RESUMED, CANCELLED), with its owner and next safe move.
+
+    \b
+    Try it:   sidewatch demo
+    Feed it:  sidewatch ingest traffic.ndjson
+    Ask it:   sidewatch audit --open
+    """
+
+
+@cli.command()
+@config_option
+@db_option
+@click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@_one_line_errors
+def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> None:
+    """Ingest files of AG-UI traffic and evidence events (- is standard input).
+
+    Each file is one unit: NDJSON, a JSON array, a JSON object or AG-UI SSE text, gzip
+    allowed. A unit is stored whole or not at all; ingesting it again changes nothing.
+    Bad lines are listed with their line numbers and the rest is still stored.
+
+    Exit status: 0 when no line was rejected, 1 when any was.
+    """
+    cfg = _config(config_path, db)
+    engine = open_store(cfg.db_url)
+    store, protect = Store(engine), ref_protector(engine, cfg)
+    any_rejected = False
+    show_progress = sys.stderr.isatty() and len(paths) > 1
+    for n, path in enumerate(paths, start=1):
+        if show_progress:
+            click.echo(f"[{n}/{len(paths)}] {path} …", err=True)
+        body = read_file(path)
+        summary = ingest_unit(store, path, body, int(time.time() * 1000), protect)
+        click.echo(
+            f"{path}: {summary.accepted} accepted, {summary.skipped} skipped, "
+            f"{len(summary.rejects)} rejected"
+        )
+        for r in summary.rejects:
+            click.echo(f"{path}:{r.line}: {r.error}")
+        any_rejected = any_rejected or bool(summary.rejects)
+    engine.dispose()
+    sys.exit(1 if any_rejected else 0)
+
+
+@cli.command(name="audit")
+@config_option
+@db_option
+@click.option(
+    "--at",
+    "at",
+    default=None,
+    metavar="ISO8601",
+    help="Evaluation time, e.g. 2026-07-26T16:30:00Z (default: now). Evidence after it is ignored.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="A table for people, or the JSON verdict objects.",
+)
+@click.option("--open", "only_open", is_flag=True, help="Only waits that are still open.")
+@_one_line_errors
+def audit_cmd(
+    config_path: str | None, db: str | None, at: str | None, fmt: str, only_open: bool
+) -> None:
+    """Classify every known wait at a time and print the verdicts (read-only)."""
+    at_ms = _parse_at(at)
+    cfg = _config(config_path, db)
+    engine = open_store(cfg.db_url)
+    _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
+    engine.dispose()
+
+
+def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: bool) -> None:
+    waits = [
+        (a.evidence, a.verdict)
+        for a in audit(store, cfg.policies, at_ms)
+        if not (only_open and a.verdict.closed)
+    ]
+    if fmt == "json":
+        click.echo(orjson.dumps(audit_json(at_ms, waits), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(audit_table(at_ms, waits))
+
+
+@cli.command()
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@_one_line_errors
+def demo(fmt: str) -> None:
+    """Load the reference six-request scenario into a throw-away store and audit it.
+
+    One request of each kind: a healthy WAITING wait, a STALE one, an UNROUTABLE one, an
+    ORPHANED one, one STUCK_AFTER_DECISION and one CLOSED_BY_DECLINE, evaluated at
+    2026-07-26T16:30:00Z with the default policy. Needs no set-up and touches no store of yours.
+    """
+    body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
+    with tempfile.TemporaryDirectory(prefix="sidewatch-demo-") as tmp:
+        cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
+        engine = open_store(cfg.db_url)
+        store = Store(engine)
+        ingest_unit(
+            store, "seed-audit.ndjson", body, _parse_at(DEMO_AT), ref_protector(engine, cfg)
+        )
+        _print_audit(store, cfg, _parse_at(DEMO_AT), fmt, False)
+        engine.dispose()
+
+
+@cli.command(name="check-config")
+@click.argument("path", type=click.Path(dir_okay=False))
+@_one_line_errors
+def check_config(path: str) -> None:
+    """Validate a config file and list every problem at once (exit 1 if any)."""
+    cfg = load_config(read_config_file(path), os.environ)
+    names = ", ".join(p.name for p in cfg.policies)
+    click.echo(f"{path}: ok ({len(cfg.policies)} policies: {names}; store {cfg.db_url})")
+
+
+def main() -> None:
+    cli(prog_name="sidewatch")

@@ -1,0 +1,250 @@
+"""Configuration: a pure `load_config(data, env)` that returns a frozen `Config` or raises one
+`ConfigError` listing every problem. The shell (`read_config_file`) only reads the YAML."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from sidewatch.core.model import Thresholds
+from sidewatch.core.policy import DEFAULT_THRESHOLDS, Need, Policy, ReceiptKind
+from sidewatch.errors import ConfigError
+
+E = TypeVar("E")
+
+DEFAULT_DB_URL = "sqlite:///./sidewatch.db"
+DEFAULT_ROLE_PREFIXES = ("role:", "policy:", "group:", "team:", "queue:", "service:")
+ENV_DB_URL = "SIDEWATCH_DB_URL"
+ENV_REF_KEY = "SIDEWATCH_APPROVER_REF_KEY"
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    db_url: str = DEFAULT_DB_URL
+    policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
+    approver_ref_key: str | None = None  # None: a random per-store key is generated
+    role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
+
+
+def parse_duration(value: Any) -> int:
+    """Milliseconds from `90`, `90s`, `5m`, `1h30m`, `250ms` (a bare number is seconds)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30s, 5m or 1h")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("must not be negative")
+        return int(value * 1000)
+    if isinstance(value, str):
+        m = _DURATION.match(value.strip())
+        if m and any(m.groups()):
+            h, mi, s, ms = (int(g) if g else 0 for g in m.groups())
+            return ((h * 60 + mi) * 60 + s) * 1000 + ms
+    raise ValueError(f"{value!r} is not a duration such as 30s, 5m or 1h")
+
+
+_TOP_KEYS = {"store", "policies", "privacy"}
+_POLICY_KEYS = {
+    "name",
+    "match",
+    "resumeGrace",
+    "heartbeatFreshness",
+    "routeGrace",
+    "requireAcknowledgement",
+    "receipt",
+    "evidence",
+}
+
+
+def load_config(data: Mapping[str, Any] | None, env: Mapping[str, str]) -> Config:
+    """The frozen config from parsed YAML (None: no file) and the environment."""
+    problems: list[str] = []
+    data = data or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(["the file must hold a mapping at its top level"])
+    for name in sorted(set(data) - _TOP_KEYS):
+        problems.append(f"{name}: unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+
+    store = _section(data, "store", problems)
+    db_url: str = store.get("url", DEFAULT_DB_URL)
+    if not isinstance(db_url, str) or "://" not in db_url:
+        problems.append("store.url: must be a database URL such as sqlite:///./sidewatch.db")
+        db_url = DEFAULT_DB_URL
+    for name in sorted(set(store) - {"url"}):
+        problems.append(f"store.{name}: unknown key")
+    db_url = env.get(ENV_DB_URL) or db_url
+
+    privacy = _section(data, "privacy", problems)
+    key: str | None = privacy.get("approverRefKey")
+    if key is not None and (not isinstance(key, str) or len(key) < 16):
+        problems.append("privacy.approverRefKey: must be a string of at least 16 characters")
+        key = None
+    key = env.get(ENV_REF_KEY) or key
+    prefixes = privacy.get("rolePrefixes", list(DEFAULT_ROLE_PREFIXES))
+    if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
+        problems.append("privacy.rolePrefixes: must be a list of non-empty strings")
+        prefixes = list(DEFAULT_ROLE_PREFIXES)
+    for k in sorted(set(privacy) - {"approverRefKey", "rolePrefixes"}):
+        problems.append(f"privacy.{k}: unknown key")
+
+    policies = _policies(data.get("policies"), problems)
+    if problems:
+        raise ConfigError(problems)
+    return Config(
+        db_url=db_url,
+        policies=policies,
+        approver_ref_key=key,
+        role_prefixes=tuple(prefixes),
+    )
+
+
+def _section(data: Mapping[str, Any], name: str, problems: list[str]) -> Mapping[str, Any]:
+    value = data.get(name) or {}
+    if not isinstance(value, Mapping):
+        problems.append(f"{name}: must be a mapping")
+        return {}
+    return value
+
+
+def _policies(raw: Any, problems: list[str]) -> tuple[Policy, ...]:
+    if raw is None:
+        return (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
+    if not isinstance(raw, list) or not raw:
+        problems.append("policies: must be a non-empty list (first match wins, last is default)")
+        return ()
+    out: list[Policy] = []
+    names: set[str] = set()
+    for n, item in enumerate(raw):
+        where = f"policies[{n}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: must be a mapping")
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{where}.name: required, a non-empty string")
+            name = f"policy-{n}"
+        elif name in names:
+            problems.append(f"{where}.name: {name!r} is used twice")
+        names.add(name)
+        where = f"policies[{n}] ({name})"
+        for key in sorted(set(item) - _POLICY_KEYS):
+            problems.append(f"{where}.{key}: unknown key")
+        tools, reasons = _match(item.get("match"), where, problems)
+        if n == len(raw) - 1 and (tools or reasons):
+            problems.append(f"{where}: the last policy is the default and must have no match")
+        out.append(
+            Policy(
+                name=name,
+                thresholds=Thresholds(
+                    resume_grace_ms=_dur(
+                        item, "resumeGrace", DEFAULT_THRESHOLDS.resume_grace_ms, where, problems
+                    ),
+                    heartbeat_freshness_ms=_dur(
+                        item,
+                        "heartbeatFreshness",
+                        DEFAULT_THRESHOLDS.heartbeat_freshness_ms,
+                        where,
+                        problems,
+                    ),
+                    route_grace_ms=_dur(
+                        item, "routeGrace", DEFAULT_THRESHOLDS.route_grace_ms, where, problems
+                    ),
+                ),
+                tools=tools,
+                reasons=reasons,
+                require_acknowledgement=_flag(item, "requireAcknowledgement", where, problems),
+                receipt=_choice(
+                    item.get("receipt", "run_started"),
+                    ReceiptKind,
+                    f"{where}.receipt",
+                    problems,
+                    ReceiptKind.RUN_STARTED,
+                ),
+                **_needs(item.get("evidence"), where, problems),
+            )
+        )
+    return tuple(out)
+
+
+def _match(raw: Any, where: str, problems: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}.match: must be a mapping with tools and/or reasons")
+        return (), ()
+    out: list[tuple[str, ...]] = []
+    for key in ("tools", "reasons"):
+        v = raw.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(p, str) and p for p in v):
+            problems.append(f"{where}.match.{key}: must be a list of glob patterns")
+            v = []
+        out.append(tuple(v))
+    for key in sorted(set(raw) - {"tools", "reasons"}):
+        problems.append(f"{where}.match.{key}: unknown key (known: tools, reasons)")
+    return out[0], out[1]
+
+
+def _dur(item: Mapping[str, Any], key: str, default: int, where: str, problems: list[str]) -> int:
+    if key not in item:
+        return default
+    try:
+        return parse_duration(item[key])
+    except ValueError as e:
+        problems.append(f"{where}.{key}: {e}")
+        return default
+
+
+def _flag(item: Mapping[str, Any], key: str, where: str, problems: list[str]) -> bool:
+    v = item.get(key, False)
+    if not isinstance(v, bool):
+        problems.append(f"{where}.{key}: must be true or false")
+        return False
+    return v
+
+
+def _choice(raw: Any, enum: Any, where: str, problems: list[str], default: E) -> E:
+    try:
+        return enum(raw)  # type: ignore[no-any-return]
+    except ValueError:
+        problems.append(f"{where}: must be one of {', '.join(e.value for e in enum)}")
+        return default
+
+
+def _needs(raw: Any, where: str, problems: list[str]) -> dict[str, Need]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}.evidence: must map route/handle/heartbeat to required|ignored")
+        return {}
+    out: dict[str, Need] = {}
+    for key, value in raw.items():
+        if key not in ("route", "handle", "heartbeat"):
+            problems.append(
+                f"{where}.evidence.{key}: unknown item (known: route, handle, heartbeat)"
+            )
+            continue
+        out[key] = _choice(value, Need, f"{where}.evidence.{key}", problems, Need.REQUIRED)
+    return out
+
+
+def read_config_file(path: str | None) -> Mapping[str, Any] | None:
+    """The parsed YAML of `path` (None: no file). Raises ConfigError when unreadable."""
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError([f"cannot read: {e.strerror or e}"], source=path) from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError([f"not valid YAML: {e}".replace("\n", " ")], source=path) from e
+    if data is not None and not isinstance(data, Mapping):
+        raise ConfigError(["the file must hold a mapping at its top level"], source=path)
+    return data

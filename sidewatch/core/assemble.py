@@ -1,0 +1,228 @@
+"""From one thread's facts to the evidence of each of its waits.
+
+Owns identity (which announcements are one wait, its requestId), the matching of answers and
+evidence events to waits whenever the wait appears, and which later runs of the thread count
+for a wait. Pure: facts in, `WaitEvidence` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sidewatch.core.facts import (
+    AnswerFact,
+    InterruptFact,
+    RunFact,
+    RunMark,
+    SignalFact,
+    SignalKind,
+    ThreadFacts,
+)
+from sidewatch.core.health import classify
+from sidewatch.core.model import (
+    CLOSED_STATES,
+    ActionChange,
+    Decision,
+    Heartbeat,
+    Item,
+    Receipt,
+    Route,
+    RunEvent,
+    RunStep,
+    WaitEvidence,
+)
+from sidewatch.core.policy import Policy
+
+PolicyFor = Callable[[str | None, str | None], Policy]
+
+_RUN_STEPS = {
+    RunMark.STARTED: RunStep.STARTED,
+    RunMark.FINISHED: RunStep.FINISHED,
+    RunMark.ERROR: RunStep.ERROR,
+}
+
+
+@dataclass(slots=True)
+class _Wait:
+    first: InterruptFact
+    request_id: str
+    action: str | None
+    digest: str | None
+    runs: set[str] = field(default_factory=set)  # runs that announced it (first + again)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.first.at, self.first.seq)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadWaits:
+    waits: tuple[WaitEvidence, ...]
+    findings: tuple[tuple[str, str], ...]  # (rule, interrupt id or run id) noticed on the thread
+
+
+def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
+    """Every wait of the thread with its timeline, in the order the waits were announced."""
+    calls = {c.tool_call_id: c for c in facts.tool_calls}
+    by_id: dict[str, list[_Wait]] = {}
+    waits: list[_Wait] = []
+    findings: list[tuple[str, str]] = []
+
+    for f in sorted(facts.interrupts, key=lambda i: (i.at, i.seq)):
+        same = by_id.get(f.interrupt_id)
+        last = same[-1] if same else None
+        if last is not None and (
+            f.run_id in last.runs or _open_at(last, facts, by_id, policy_for, f)
+        ):
+            last.runs.add(f.run_id)  # announced again: the same wait
+            continue
+        call = calls.get(f.tool_call_id) if f.tool_call_id else None
+        default_id = f"{f.thread_id}/{f.interrupt_id}"
+        if last is not None:
+            default_id += f"@{f.run_id}"  # an id reused after the earlier wait closed
+        w = _Wait(
+            first=f,
+            request_id=f.request_id or default_id,
+            action=call.name if call else None,
+            digest=f.digest or (call.digest if call else None),
+            runs={f.run_id},
+        )
+        by_id.setdefault(f.interrupt_id, []).append(w)
+        waits.append(w)
+
+    extra = _lone_answers(facts, by_id, waits, policy_for)
+    for a in facts.answers:
+        if a.interrupt_id not in by_id and not any(d.run_id == a.run_id for _, d in extra):
+            findings.append(("answer_unknown_interrupt", a.interrupt_id))
+    evidence = tuple(_evidence(w, facts, by_id, [d for a, d in extra if a is w]) for w in waits)
+    return ThreadWaits(evidence, tuple(findings))
+
+
+def _evidence(
+    w: _Wait, facts: ThreadFacts, by_id: dict[str, list[_Wait]], extra: list[Decision]
+) -> WaitEvidence:
+    f = w.first
+    return WaitEvidence(
+        request_id=w.request_id,
+        thread_id=f.thread_id,
+        run_id=f.run_id,
+        interrupt_id=f.interrupt_id,
+        requested_at=f.at,
+        requested_seq=f.seq,
+        action=w.action,
+        reason=f.reason,
+        tool_call_id=f.tool_call_id,
+        expires_at=f.expires_at,
+        digest=w.digest,
+        handle=f.handle,
+        items=tuple(_items(w, facts, by_id)) + tuple(extra),
+    )
+
+
+def _owner(ref_at: tuple[int, int], candidates: list[_Wait]) -> _Wait:
+    """The most recent wait announced at or before the reference, else the first one."""
+    owner = candidates[0]
+    for c in candidates:
+        if c.key <= ref_at:
+            owner = c
+    return owner
+
+
+def _signal_wait(s: SignalFact, facts: ThreadFacts, by_id: dict[str, list[_Wait]]) -> _Wait | None:
+    if s.request_id is not None:
+        for ws in by_id.values():
+            for w in ws:
+                if w.request_id == s.request_id:
+                    return w
+        return None
+    if s.thread_id != facts.thread_id or s.interrupt_id not in by_id:
+        return None
+    return _owner((s.at, s.seq), by_id[s.interrupt_id])
+
+
+def _answer_wait(a: AnswerFact, by_id: dict[str, list[_Wait]]) -> _Wait | None:
+    ws = by_id.get(a.interrupt_id)
+    return _owner((a.at, a.seq), ws) if ws else None
+
+
+def _items(w: _Wait, facts: ThreadFacts, by_id: dict[str, list[_Wait]]) -> list[Item]:
+    items: list[Item] = []
+    for s in facts.signals:
+        if _signal_wait(s, facts, by_id) is not w:
+            continue
+        if s.kind is SignalKind.ROUTE:
+            items.append(Route(s.at, s.seq, s.approver_ref, s.delivered, s.acknowledged))
+        elif s.kind is SignalKind.DECISION and s.code is not None:
+            items.append(Decision(s.at, s.seq, s.code, s.digest))
+        elif s.kind is SignalKind.ACTION and s.digest is not None:
+            items.append(ActionChange(s.at, s.seq, s.digest))
+        elif s.kind is SignalKind.RECEIPT:
+            items.append(Receipt(s.at, s.seq))
+    for a in facts.answers:
+        if _answer_wait(a, by_id) is w:
+            items.append(Decision(a.at, a.seq, a.code, a.digest, run_id=a.run_id))
+    for h in facts.heartbeats:
+        if h.run_id is None or h.run_id in w.runs:
+            items.append(Heartbeat(h.at, h.seq, h.handle))
+    later = _later_runs(w, facts.runs)
+    for r in facts.runs:
+        step = _RUN_STEPS.get(r.mark)
+        if step is not None and r.run_id in later:
+            items.append(RunEvent(r.at, r.seq, r.run_id, step, reannounced=r.run_id in w.runs))
+    if w.first.tool_call_id is not None:
+        for t in facts.tool_results:
+            if t.tool_call_id == w.first.tool_call_id and t.run_id != w.first.run_id:
+                items.append(RunEvent(t.at, t.seq, t.run_id, RunStep.TOOL_RESULT))
+    return items
+
+
+def _later_runs(w: _Wait, runs: tuple[RunFact, ...]) -> set[str]:
+    """Runs of the thread first seen after the wait was announced (not its own run)."""
+    first: dict[str, tuple[int, int]] = {}
+    for r in runs:
+        key = (r.at, r.seq)
+        if r.run_id not in first or key < first[r.run_id]:
+            first[r.run_id] = key
+    return {rid for rid, key in first.items() if key > w.key and rid != w.first.run_id}
+
+
+def _open_at(
+    w: _Wait,
+    facts: ThreadFacts,
+    by_id: dict[str, list[_Wait]],
+    policy_for: PolicyFor,
+    f: InterruptFact,
+) -> bool:
+    ev = _evidence(w, facts, by_id, [])
+    verdict = classify(ev, policy_for(ev.action, ev.reason), f.at)
+    return verdict.state not in CLOSED_STATES
+
+
+def _lone_answers(
+    facts: ThreadFacts,
+    by_id: dict[str, list[_Wait]],
+    waits: list[_Wait],
+    policy_for: PolicyFor,
+) -> list[tuple[_Wait, Decision]]:
+    """Some producers apply a run's only answer to the thread's only open wait, whatever id
+    it names: such an answer, still unmatched when its run completes, is that wait's."""
+    finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
+    per_run: dict[str, list[AnswerFact]] = {}
+    for a in facts.answers:
+        per_run.setdefault(a.run_id, []).append(a)
+    out: list[tuple[_Wait, Decision]] = []
+    for run_id, answers in per_run.items():
+        if len(answers) != 1 or run_id not in finished or answers[0].interrupt_id in by_id:
+            continue
+        a = answers[0]
+        open_then = []
+        for w in waits:
+            if w.key >= (a.at, a.seq):
+                continue
+            ev = _evidence(w, facts, by_id, [])
+            if classify(ev, policy_for(ev.action, ev.reason), a.at).state not in CLOSED_STATES:
+                open_then.append(w)
+        if len(open_then) == 1:
+            out.append((open_then[0], Decision(a.at, a.seq, a.code, a.digest, a.run_id, True)))
+    return out

@@ -1,0 +1,152 @@
+"""Content-free facts, as ingest extracts them and the store keeps them.
+
+Every fact has `at` (ms since the epoch: the event's timestamp, else its ingest time) and
+`seq` (arrival order). None of them holds a tool argument, a message or a payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sidewatch.core.model import Code
+
+
+class RunMark(StrEnum):
+    INPUT = "input"  # a RunAgentInput (or the input echoed in RUN_STARTED) asked for the run
+    STARTED = "started"
+    FINISHED = "finished"  # no outcome, or `success`
+    INTERRUPTED = "interrupted"  # finished with the interrupt outcome
+    CANCELLED = "cancelled"  # finished with the cancelled outcome: closes and answers nothing
+    ERROR = "error"
+
+
+class SignalKind(StrEnum):
+    ROUTE = "route"
+    DECISION = "decision"
+    ACTION = "action"
+    RECEIPT = "receipt"
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptFact:
+    thread_id: str
+    run_id: str
+    interrupt_id: str
+    at: int
+    seq: int
+    reason: str | None = None
+    tool_call_id: str | None = None
+    expires_at: int | None = None
+    digest: str | None = None  # a digest the producer supplied in metadata
+    handle: bool | None = None  # metadata.resumeHandle: present, null, or not reported
+    request_id: str | None = None  # metadata.requestId
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFact:
+    """A tool call's name and action digest; its arguments are never kept."""
+
+    tool_call_id: str
+    run_id: str
+    name: str
+    digest: str
+    at: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunFact:
+    run_id: str
+    thread_id: str
+    mark: RunMark
+    at: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerFact:
+    """A resume entry: the input of run `run_id` answered interrupt `interrupt_id`."""
+
+    thread_id: str
+    run_id: str
+    interrupt_id: str
+    code: Code
+    at: int
+    seq: int
+    digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultFact:
+    thread_id: str
+    run_id: str
+    tool_call_id: str
+    at: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SignalFact:
+    """A `sidewatch.*` evidence event naming a wait by requestId or thread + interrupt."""
+
+    kind: SignalKind
+    at: int
+    seq: int
+    request_id: str | None = None
+    thread_id: str | None = None
+    interrupt_id: str | None = None
+    approver_ref: str | None = None
+    delivered: bool = False
+    acknowledged: bool = False
+    code: Code | None = None
+    digest: str | None = None
+    key: str = ""  # natural key: a re-delivered event has the same one
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatFact:
+    thread_id: str
+    at: int
+    seq: int
+    run_id: str | None = None
+    handle: bool | None = None
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FindingFact:
+    """A protocol finding noticed at ingest (e.g. an `expiresAt` that does not parse)."""
+
+    rule: str
+    at: int
+    seq: int
+    thread_id: str | None = None
+    run_id: str | None = None
+    interrupt_id: str | None = None
+
+
+Fact = (
+    InterruptFact
+    | ToolCallFact
+    | RunFact
+    | AnswerFact
+    | ToolResultFact
+    | SignalFact
+    | HeartbeatFact
+    | FindingFact
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadFacts:
+    """Everything stored about one thread, plus the signals that name its waits by requestId."""
+
+    thread_id: str
+    interrupts: tuple[InterruptFact, ...] = ()
+    tool_calls: tuple[ToolCallFact, ...] = ()
+    runs: tuple[RunFact, ...] = ()
+    answers: tuple[AnswerFact, ...] = ()
+    tool_results: tuple[ToolResultFact, ...] = ()
+    signals: tuple[SignalFact, ...] = ()
+    heartbeats: tuple[HeartbeatFact, ...] = ()

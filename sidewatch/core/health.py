@@ -1,0 +1,409 @@
+"""The health model: classify one wait from its evidence, its policy and `now`.
+
+The wait's timeline is replayed in (time, arrival) order. Between items, time alone may move
+the wait (expiry, graces, heartbeat freshness); each such instant is evaluated too, so every
+transition carries the time the evidence put the wait in its state, and a closed wait stays
+closed whatever comes after (but for a RESUMED wait whose continuing run then fails).
+"""
+
+from __future__ import annotations
+
+from sidewatch.core.model import (
+    ActionChange,
+    Code,
+    Decision,
+    Facts,
+    Heartbeat,
+    Item,
+    Missing,
+    Phase,
+    Receipt,
+    Route,
+    RunEvent,
+    RunStep,
+    State,
+    Transition,
+    Verdict,
+    WaitEvidence,
+)
+from sidewatch.core.policy import Need, Policy, ReceiptKind
+
+FINDING_LATE_ANSWER = "answered_after_expiry"
+FINDING_DROPPED = "dropped_unanswered"
+FINDING_LONE_ANSWER = "answer_matched_by_lone_wait"
+
+
+class _Acc:
+    """What the replay knows so far. Mutable, private to one classification."""
+
+    __slots__ = (
+        "accept",
+        "acked_at",
+        "answer_runs",
+        "approved",
+        "approver_ref",
+        "closed",
+        "closed_at",
+        "consumed",
+        "decided_at",
+        "decision",
+        "delivered_at",
+        "digest",
+        "digest_at",
+        "dropped",
+        "failed_at",
+        "failure_at",
+        "findings",
+        "handle",
+        "handle_lost_at",
+        "handle_reported",
+        "hb_beyond",
+        "last_cont",
+        "last_hb",
+        "original",
+        "pending_receipt",
+        "receipt_at",
+        "route_seen",
+        "tool_result_runs",
+        "uncertain_answer",
+    )
+
+    def __init__(self, ev: WaitEvidence) -> None:
+        self.original: str | None = ev.digest
+        self.digest: str | None = ev.digest
+        self.digest_at = ev.requested_at
+        self.route_seen = False
+        self.approver_ref: str | None = None
+        self.delivered_at: int | None = None
+        self.acked_at: int | None = None
+        self.failed_at: int | None = None
+        self.handle = ev.handle is True
+        self.handle_reported = ev.handle is not None
+        self.handle_lost_at = ev.requested_at
+        self.last_hb = ev.requested_at  # the interrupted run's own end is the first heartbeat
+        self.hb_beyond = False
+        self.decision: Code | None = None
+        self.decided_at: int | None = None
+        self.accept: Decision | None = None
+        self.approved: str | None = None
+        self.answer_runs: dict[str, Code] = {}
+        self.tool_result_runs: set[str] = set()
+        self.pending_receipt: int | None = None
+        self.receipt_at: int | None = None
+        self.failure_at: int | None = None
+        self.last_cont: str | None = None  # "receipt" | "failure": the latest attempt decides
+        self.closed: State | None = None
+        self.closed_at = 0
+        self.consumed = False
+        self.dropped = False
+        self.uncertain_answer = False
+        self.findings: list[str] = []
+
+
+def classify(ev: WaitEvidence, policy: Policy, now: int) -> Verdict:
+    """The verdict for one wait at `now` (ms since the epoch); evidence after `now` is ignored."""
+    acc = _Acc(ev)
+    items = sorted((i for i in ev.items if i.at <= now), key=lambda i: (i.at, i.seq))
+    start = ev.requested_at
+    transitions: list[Transition] = []
+    state: State | None = None
+    since = start
+
+    def observe(new: State, at: int) -> None:
+        nonlocal state, since
+        if new is not state:
+            transitions.append(Transition(at, state, new))
+            state, since = new, at
+
+    k = 0
+    while k < len(items) and items[k].at <= start:
+        _apply(acc, items[k], ev, policy)
+        k += 1
+    current, phase, _, due = _evaluate(acc, ev, policy, start)
+    observe(current, start)
+    t = start
+    for item in [*items[k:], None]:
+        until = now if item is None else item.at
+        # Time alone moves the wait between two items: visit every instant it could.
+        while due is not None and due <= until:
+            current, phase, cause, due = _evaluate(acc, ev, policy, due)
+            observe(current, min(max(cause, t), until))
+        if item is None:
+            break
+        t = item.at
+        _apply(acc, item, ev, policy)
+        current, phase, _, due = _evaluate(acc, ev, policy, t)
+        observe(current, t)
+    current, phase, cause, due = _evaluate(acc, ev, policy, now)
+    observe(current, min(max(cause, t), now))
+    assert state is not None
+    return _verdict(acc, ev, policy, now, state, phase, since, due, transitions)
+
+
+# --------------------------------------------------------------------------------------
+# Applying one item of evidence
+
+
+def _apply(acc: _Acc, item: Item, ev: WaitEvidence, policy: Policy) -> None:
+    at = item.at
+    if isinstance(item, Route):
+        acc.route_seen = True
+        ref = item.approver_ref
+        if ref is not None:
+            acc.approver_ref = ref
+        if (item.delivered or item.acknowledged) and ref is not None and acc.delivered_at is None:
+            acc.delivered_at = at
+        if item.acknowledged and acc.acked_at is None and acc.delivered_at is not None:
+            acc.acked_at = at
+        if (not (item.delivered or item.acknowledged) or ref is None) and acc.failed_at is None:
+            acc.failed_at = at
+    elif isinstance(item, Heartbeat):
+        acc.hb_beyond = acc.hb_beyond or at > ev.requested_at or item.seq > ev.requested_seq
+        acc.last_hb = max(acc.last_hb, at)
+        if item.handle is not None:
+            if (acc.handle and not item.handle) or (not acc.handle_reported and not item.handle):
+                acc.handle_lost_at = at
+            acc.handle, acc.handle_reported = item.handle, True
+    elif isinstance(item, ActionChange):
+        if acc.original is None:
+            acc.original = item.digest  # the first digest anyone reported is the baseline
+        if item.digest != acc.digest:
+            acc.digest, acc.digest_at = item.digest, at
+    elif isinstance(item, Decision):
+        _decide(acc, item, ev)
+    elif isinstance(item, Receipt):
+        _receipt(acc, at, ev)
+    elif isinstance(item, RunEvent):
+        _run_event(acc, item, ev, policy)
+
+
+def _decide(acc: _Acc, d: Decision, ev: WaitEvidence) -> None:
+    if d.run_id is not None:
+        acc.answer_runs.setdefault(d.run_id, d.code)
+    if ev.expires_at is not None and d.at >= ev.expires_at and acc.closed is None:
+        _finding(acc, FINDING_LATE_ANSWER)
+    if acc.closed is not None or acc.consumed:
+        return  # recorded, but a closed wait does not change (a decline after RESUMED is late)
+    if d.code is Code.ACCEPT:
+        if acc.accept is None:
+            acc.accept, acc.decision, acc.decided_at = d, d.code, d.at
+            acc.approved = d.digest if d.digest is not None else acc.digest
+            acc.uncertain_answer = d.uncertain
+            if d.uncertain:
+                _finding(acc, FINDING_LONE_ANSWER)
+            if acc.pending_receipt is not None:
+                _receipt(acc, d.at, ev)
+        return
+    acc.decision, acc.decided_at, acc.uncertain_answer = d.code, d.at, d.uncertain
+    if d.uncertain:
+        _finding(acc, FINDING_LONE_ANSWER)
+    _close(acc, State.CLOSED_BY_DECLINE if d.code is Code.DECLINE else State.CANCELLED, d.at)
+
+
+def _run_event(acc: _Acc, r: RunEvent, ev: WaitEvidence, policy: Policy) -> None:
+    answered = acc.answer_runs.get(r.run_id)
+    if r.step is RunStep.TOOL_RESULT:
+        acc.tool_result_runs.add(r.run_id)
+        _receipt(acc, r.at, ev)
+    elif r.step is RunStep.STARTED:
+        if answered is Code.ACCEPT and policy.receipt is ReceiptKind.RUN_STARTED:
+            _receipt(acc, r.at, ev)
+    elif r.step is RunStep.ERROR:
+        if answered is Code.ACCEPT:
+            _failure(acc, r.at)
+    elif r.reannounced:
+        return  # the run asked for the same wait again: it did not move past it
+    elif answered is Code.ACCEPT:
+        if policy.receipt is ReceiptKind.TOOL_RESULT and r.run_id not in acc.tool_result_runs:
+            _failure(acc, r.at)  # finished without the receipt its policy requires
+        elif acc.last_cont != "receipt":
+            _receipt(acc, r.at, ev)
+    elif answered is None and acc.closed is None and acc.last_cont != "receipt":
+        # A later run completed while this wait was open and did not consume an answer for it.
+        if acc.accept is not None:
+            _failure(acc, r.at)  # moved on without consuming the decision
+        else:
+            acc.dropped = True
+            _finding(acc, FINDING_DROPPED)
+            _close(acc, State.CANCELLED, r.at)
+
+
+def _receipt(acc: _Acc, at: int, ev: WaitEvidence) -> None:
+    if acc.accept is None:
+        if acc.pending_receipt is None:
+            acc.pending_receipt = at  # a receipt before its accept: applied when the accept comes
+        return
+    if acc.closed is not None or _accept_stale(acc, ev):
+        return  # a consumed stale accept stays STALE
+    acc.receipt_at, acc.last_cont, acc.consumed = max(at, acc.accept.at), "receipt", True
+    _close(acc, State.RESUMED, acc.receipt_at)
+
+
+def _failure(acc: _Acc, at: int) -> None:
+    if acc.accept is None or acc.closed not in (None, State.RESUMED):
+        return
+    acc.failure_at, acc.last_cont = at, "failure"
+    if acc.closed is State.RESUMED:
+        acc.closed = None  # the one way a closed wait reopens
+
+
+def _close(acc: _Acc, state: State, at: int) -> None:
+    acc.closed, acc.closed_at = state, at
+
+
+def _finding(acc: _Acc, rule: str) -> None:
+    if rule not in acc.findings:
+        acc.findings.append(rule)
+
+
+def _accept_stale(acc: _Acc, ev: WaitEvidence) -> bool:
+    assert acc.decided_at is not None
+    late = ev.expires_at is not None and acc.decided_at >= ev.expires_at
+    return late or (
+        acc.approved is not None and acc.digest is not None and acc.approved != acc.digest
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Evaluating at one instant: (state, phase, when its cause began, next time-driven change)
+
+
+def _evaluate(
+    acc: _Acc, ev: WaitEvidence, policy: Policy, t: int
+) -> tuple[State, Phase | None, int, int | None]:
+    if acc.closed is not None:
+        return acc.closed, None, acc.closed_at, None
+    th = policy.thresholds
+    if acc.accept is not None:
+        decided = acc.accept.at
+        if _accept_stale(acc, ev):
+            return State.STALE, None, t, None
+        if acc.last_cont == "failure":
+            assert acc.failure_at is not None
+            return State.STUCK_AFTER_DECISION, None, acc.failure_at, None
+        if t - decided > th.resume_grace_ms:
+            return State.STUCK_AFTER_DECISION, None, decided + th.resume_grace_ms, None
+        return State.WAITING, Phase.AWAITING_RECEIPT, t, decided + th.resume_grace_ms + 1
+
+    due: int | None = None
+    stale_since: list[int] = []
+    if ev.expires_at is not None:
+        if ev.expires_at <= t:
+            stale_since.append(ev.expires_at)
+        else:
+            due = ev.expires_at
+    if acc.original is not None and acc.digest != acc.original:
+        stale_since.append(acc.digest_at)
+    if stale_since:
+        return State.STALE, None, min(stale_since), None
+
+    phase = Phase.AWAITING_DECISION
+    if policy.route is Need.REQUIRED and not _route_verified(acc, policy):
+        if acc.failed_at is not None and acc.delivered_at is None:
+            return State.UNROUTABLE, None, acc.failed_at, due
+        deadline = ev.requested_at + th.route_grace_ms
+        if t > deadline:
+            return State.UNROUTABLE, None, deadline, due
+        phase = Phase.AWAITING_ROUTE
+        due = _earliest(due, deadline + 1)
+
+    orphaned: list[int] = []
+    if policy.handle is Need.REQUIRED and not acc.handle:
+        orphaned.append(acc.handle_lost_at)
+    if policy.heartbeat is Need.REQUIRED:
+        fresh_until = acc.last_hb + th.heartbeat_freshness_ms
+        if t > fresh_until:
+            orphaned.append(fresh_until)
+        else:
+            due = _earliest(due, fresh_until + 1)
+    if orphaned:
+        return State.ORPHANED, None, min(orphaned), due
+    return State.WAITING, phase, ev.requested_at, due
+
+
+def _route_verified(acc: _Acc, policy: Policy) -> bool:
+    if policy.require_acknowledgement:
+        return acc.acked_at is not None
+    return acc.delivered_at is not None
+
+
+def _earliest(a: int | None, b: int) -> int:
+    return b if a is None or b < a else a
+
+
+# --------------------------------------------------------------------------------------
+
+
+def _verdict(
+    acc: _Acc,
+    ev: WaitEvidence,
+    policy: Policy,
+    now: int,
+    state: State,
+    phase: Phase | None,
+    since: int,
+    due: int | None,
+    transitions: list[Transition],
+) -> Verdict:
+    missing: list[Missing] = []
+    if policy.route is Need.REQUIRED and not acc.route_seen:
+        missing.append(Missing.ROUTE)
+    if policy.handle is Need.REQUIRED and not acc.handle_reported:
+        missing.append(Missing.HANDLE)
+    if policy.heartbeat is Need.REQUIRED and not acc.hb_beyond:
+        missing.append(Missing.HEARTBEAT)
+    if acc.dropped:
+        missing.append(Missing.DECISION)
+
+    uncertain = acc.uncertain_answer or acc.dropped
+    if state is State.UNROUTABLE:
+        uncertain = uncertain or not acc.route_seen
+    elif state is State.ORPHANED:
+        # Uncertain unless some cause that holds was reported as failing.
+        handle_gone = policy.handle is Need.REQUIRED and acc.handle_reported and not acc.handle
+        hb_stale = (
+            policy.heartbeat is Need.REQUIRED
+            and acc.hb_beyond
+            and now - acc.last_hb > policy.thresholds.heartbeat_freshness_ms
+        )
+        uncertain = uncertain or not (handle_gone or hb_stale)
+
+    if acc.acked_at is not None:
+        route = "acknowledged"
+    elif acc.delivered_at is not None:
+        route = "delivered"
+    elif acc.failed_at is not None:
+        route = "failed"
+    else:
+        route = "none"
+    digest_changed = (acc.original is not None and acc.digest != acc.original) or (
+        acc.accept is not None and acc.approved is not None and acc.approved != acc.digest
+    )
+    facts = Facts(
+        requested_at=ev.requested_at,
+        expires_at=ev.expires_at,
+        action_digest=acc.digest,
+        digest_changed=digest_changed,
+        route=route,
+        approver_ref=acc.approver_ref,
+        resume_handle=acc.handle,
+        last_heartbeat_at=acc.last_hb,
+        decision=acc.decision,
+        decided_at=acc.decided_at,
+        receipt_at=acc.receipt_at,
+        continuation_failed=acc.last_cont == "failure",
+    )
+    return Verdict(
+        request_id=ev.request_id,
+        state=state,
+        phase=phase,
+        since=since,
+        uncertain=uncertain,
+        missing=tuple(missing),
+        policy=policy.name,
+        thresholds=policy.thresholds,
+        facts=facts,
+        findings=tuple(acc.findings),
+        transitions=tuple(transitions),
+        due_at=due,
+    )

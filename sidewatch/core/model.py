@@ -1,0 +1,257 @@
+"""States, owners, next safe moves and the records the health model reads and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class State(StrEnum):
+    WAITING = "WAITING"
+    STALE = "STALE"
+    UNROUTABLE = "UNROUTABLE"
+    ORPHANED = "ORPHANED"
+    STUCK_AFTER_DECISION = "STUCK_AFTER_DECISION"
+    CLOSED_BY_DECLINE = "CLOSED_BY_DECLINE"
+    RESUMED = "RESUMED"
+    CANCELLED = "CANCELLED"
+
+
+OPEN_STATES: tuple[State, ...] = (
+    State.WAITING,
+    State.STALE,
+    State.UNROUTABLE,
+    State.ORPHANED,
+    State.STUCK_AFTER_DECISION,
+)
+CLOSED_STATES: tuple[State, ...] = (State.CLOSED_BY_DECLINE, State.RESUMED, State.CANCELLED)
+
+# Every open state may move to any other state; a closed state never moves, with the one
+# documented exception: a RESUMED wait whose continuing run then fails.
+ALLOWED_TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
+    {(a, b) for a in OPEN_STATES for b in State if a != b}
+    | {(State.RESUMED, State.STUCK_AFTER_DECISION)}
+)
+
+
+class Owner(StrEnum):
+    APPROVER = "approver"
+    REQUESTER = "requester"
+    POLICY_OWNER = "policy_owner"
+    RUNTIME_OWNER = "runtime_owner"
+
+
+class Phase(StrEnum):
+    AWAITING_ROUTE = "awaiting_route"
+    AWAITING_DECISION = "awaiting_decision"
+    AWAITING_RECEIPT = "awaiting_receipt"
+
+
+class Code(StrEnum):
+    """What the person did, in the MCP elicitation vocabulary."""
+
+    ACCEPT = "accept"
+    DECLINE = "decline"
+    CANCEL = "cancel"
+
+
+class Missing(StrEnum):
+    ROUTE = "route"
+    HANDLE = "handle"
+    HEARTBEAT = "heartbeat"
+    DECISION = "decision"
+
+
+OWNER: dict[State, Owner | None] = {
+    State.WAITING: Owner.APPROVER,
+    State.STALE: Owner.REQUESTER,
+    State.UNROUTABLE: Owner.POLICY_OWNER,
+    State.ORPHANED: Owner.RUNTIME_OWNER,
+    State.STUCK_AFTER_DECISION: Owner.RUNTIME_OWNER,
+    State.CLOSED_BY_DECLINE: Owner.REQUESTER,
+    State.RESUMED: None,
+    State.CANCELLED: None,
+}
+
+NEXT_MOVE: dict[State, str] = {
+    State.WAITING: (
+        "Keep the run paused; notify only per the agreed escalation policy. Restarting it "
+        "would create a second request and lose the decision context."
+    ),
+    State.STALE: (
+        "Cancel the stale request; create a new one only if the current run still needs authority."
+    ),
+    State.UNROUTABLE: "Repair routing or escalate to the policy owner; do not restart the work.",
+    State.ORPHANED: "Preserve the decision record, and recover the run with explicit authority.",
+    State.STUCK_AFTER_DECISION: (
+        "Investigate the continuation path; do not ask for the same approval again."
+    ),
+    State.CLOSED_BY_DECLINE: (
+        "Stop the action, or offer a non-destructive alternative. Never re-ask."
+    ),
+    State.RESUMED: "Nothing.",
+    State.CANCELLED: (
+        "Nothing; a dismissal is not a decline, so a new request may be raised if the work "
+        "still needs it."
+    ),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Evidence items. Every item carries `at` (ms since the epoch) and `seq` (arrival order);
+# the model orders items by (at, seq): by time, then by arrival.
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A notification attempt: `delivered` is transport evidence only, never a decision."""
+
+    at: int
+    seq: int
+    approver_ref: str | None
+    delivered: bool
+    acknowledged: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A person's answer: from the approval UI (`run_id` None) or a run's resume input."""
+
+    at: int
+    seq: int
+    code: Code
+    digest: str | None = None  # the digest the person approved, when the answer names it
+    run_id: str | None = None  # the continuing run whose input carried this answer
+    uncertain: bool = False  # matched by the lone-answer rule, not by id
+
+
+@dataclass(frozen=True, slots=True)
+class ActionChange:
+    """The proposed action now has this digest (changed, or re-confirmed)."""
+
+    at: int
+    seq: int
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The requester is alive; `handle` True/False reports the resume handle, None leaves it."""
+
+    at: int
+    seq: int
+    handle: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A runtime reported directly that the run consumed the decision (`sidewatch.receipt`)."""
+
+    at: int
+    seq: int
+
+
+class RunStep(StrEnum):
+    STARTED = "started"
+    FINISHED = "finished"  # finished with no outcome or `success`
+    ERROR = "error"
+    TOOL_RESULT = "tool_result"  # TOOL_CALL_RESULT of the wait's gated call in this run
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """Something a later run on the wait's thread did."""
+
+    at: int
+    seq: int
+    run_id: str
+    step: RunStep
+    reannounced: bool = False  # on FINISHED: the run announced this wait again
+
+
+Item = Route | Decision | ActionChange | Heartbeat | Receipt | RunEvent
+
+
+@dataclass(frozen=True, slots=True)
+class WaitEvidence:
+    """Everything known about one wait: its identity, what it asked, and its timeline."""
+
+    request_id: str
+    thread_id: str
+    run_id: str
+    interrupt_id: str
+    requested_at: int
+    requested_seq: int = 0
+    action: str | None = None
+    reason: str | None = None
+    tool_call_id: str | None = None
+    expires_at: int | None = None
+    digest: str | None = None
+    handle: bool | None = None  # metadata.resumeHandle at request time (None: not reported)
+    items: tuple[Item, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    resume_grace_ms: int
+    heartbeat_freshness_ms: int
+    route_grace_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """The evidence a verdict rests on, as of the evaluation time."""
+
+    requested_at: int
+    expires_at: int | None
+    action_digest: str | None
+    digest_changed: bool
+    route: str  # none | failed | delivered | acknowledged
+    approver_ref: str | None
+    resume_handle: bool
+    last_heartbeat_at: int
+    decision: Code | None
+    decided_at: int | None
+    receipt_at: int | None
+    continuation_failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """The wait entered `to` at `at` (the time the evidence put it there)."""
+
+    at: int
+    from_state: State | None
+    to_state: State
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    request_id: str
+    state: State
+    phase: Phase | None
+    since: int
+    uncertain: bool
+    missing: tuple[Missing, ...]
+    policy: str
+    thresholds: Thresholds
+    facts: Facts
+    findings: tuple[str, ...] = ()
+    transitions: tuple[Transition, ...] = field(default=())
+    due_at: int | None = None  # when time alone would next change this verdict
+
+    @property
+    def closed(self) -> bool:
+        return self.state in CLOSED_STATES
+
+    @property
+    def owner(self) -> Owner | None:
+        return OWNER[self.state]
+
+    @property
+    def next_move(self) -> str:
+        return NEXT_MOVE[self.state]

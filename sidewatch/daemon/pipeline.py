@@ -1,0 +1,81 @@
+"""Ingest a unit into the store; audit every stored wait at a given time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from sidewatch.config import Config
+from sidewatch.core.assemble import assemble
+from sidewatch.core.health import classify
+from sidewatch.core.model import Verdict, WaitEvidence
+from sidewatch.core.policy import Policy, select
+from sidewatch.ingest.agui import Interpreter, Reject
+from sidewatch.ingest.digest import RefProtector
+from sidewatch.ingest.reader import frames
+from sidewatch.store.db import store_secret
+from sidewatch.store.repo import RejectedLine, Store
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    source: str
+    accepted: int
+    skipped: int
+    rejects: tuple[Reject, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Audited:
+    evidence: WaitEvidence
+    verdict: Verdict
+
+
+def ref_protector(engine: Engine, config: Config) -> RefProtector:
+    """Hashes personal-looking approver refs with the configured key, else the store's own."""
+    key = (
+        config.approver_ref_key.encode()
+        if config.approver_ref_key
+        else store_secret(engine, "approver_ref_key")
+    )
+    return RefProtector(key, config.role_prefixes)
+
+
+def ingest_unit(
+    store: Store,
+    source: str,
+    body: bytes,
+    received_at: int,
+    protect: RefProtector,
+    media_type: str | None = None,
+) -> IngestSummary:
+    """Interpret and store one unit in one transaction; bad lines are rejects, not errors."""
+    with store.unit(source, received_at) as writer:
+        interp = Interpreter(received_at, writer.seq_base, protect)
+        for line_no, raw in frames(body, media_type):
+            interp.feed(line_no, raw)
+        res = interp.finish()
+        writer.write(
+            res.facts,
+            [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
+            res.kinds,
+            res.accepted,
+            res.skipped,
+        )
+    return IngestSummary(source, res.accepted, res.skipped, tuple(res.rejects))
+
+
+def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:
+    """Every known wait's verdict at `at`, ordered by when the wait was requested."""
+
+    def policy_for(action: str | None, reason: str | None) -> Policy:
+        return select(policies, action, reason)
+
+    out: list[Audited] = []
+    for thread in store.threads():
+        for ev in assemble(thread, policy_for).waits:
+            if ev.requested_at <= at:
+                out.append(Audited(ev, classify(ev, policy_for(ev.action, ev.reason), at)))
+    out.sort(key=lambda a: (a.evidence.requested_at, a.evidence.requested_seq))
+    return out

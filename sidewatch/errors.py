@@ -1,0 +1,35 @@
+"""The one exception tree of sidewatch.
+
+    SidewatchError              anything sidewatch reports as a one-line message (CLI exit 1)
+    ├── ConfigError             a config file or value is wrong; lists every problem at once
+    ├── StoreError              the store cannot be reached, migrated or written
+    └── InputError              an ingest unit cannot be read at all
+                                (a bad *line* is a reject, not this)
+
+"Unknown" and "uncertain" are verdicts, not exceptions; a rejected line is a value
+(`ingest.reader.Reject`), counted and reported, never raised.
+"""
+
+from __future__ import annotations
+
+
+class SidewatchError(Exception):
+    """Base of every error sidewatch reports to a user."""
+
+
+class ConfigError(SidewatchError):
+    """A configuration is invalid; `problems` lists every problem found, not just the first."""
+
+    def __init__(self, problems: list[str], source: str = "config") -> None:
+        self.problems = list(problems)
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")
+
+
+class StoreError(SidewatchError):
+    """The store is unavailable or its schema cannot be brought up to date."""
+
+
+class InputError(SidewatchError):
+    """A whole ingest unit is unreadable (missing file, undecodable body)."""

@@ -1,0 +1,386 @@
+"""The interpreter of one ingest unit: AG-UI 1.0 events, `RunAgentInput` and `sidewatch.*`
+evidence events in order, with the unit's run context, to content-free facts.
+
+Arguments, messages and payloads are read only to compute a digest or a decision code and are
+dropped at once; a bad line becomes a line-numbered `Reject` and never stops the unit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import orjson
+from ag_ui.core import (
+    CustomEvent,
+    EventType,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from pydantic import BaseModel, ValidationError
+
+from sidewatch.core.facts import (
+    AnswerFact,
+    Fact,
+    FindingFact,
+    InterruptFact,
+    RunFact,
+    RunMark,
+    ToolCallFact,
+    ToolResultFact,
+)
+from sidewatch.core.model import Code
+from sidewatch.ingest.digest import action_digest
+from sidewatch.ingest.evidence import EvidenceError, read_evidence
+from sidewatch.ingest.payload import decision_of
+
+# Known events that carry nothing about waits, by the `kind` they are counted under.
+_SKIPPED: dict[bytes, str] = {}
+for _t in EventType:
+    _name = _t.value
+    _kind = {
+        "TEXT": "text",
+        "REASONING": "reasoning",
+        "STATE": "state",
+        "MESSAGES": "state",
+        "ACTIVITY": "activity",
+        "RAW": "raw",
+        "STEP": "step",
+        "SUBAGENT": "subagent",
+    }.get(_name.split("_")[0])
+    if _kind is not None:
+        _SKIPPED[_name.encode()] = _kind
+for _name in (
+    "THINKING_START",
+    "THINKING_END",
+    "THINKING_TEXT_MESSAGE_START",
+    "THINKING_TEXT_MESSAGE_CONTENT",
+    "THINKING_TEXT_MESSAGE_END",
+):
+    _SKIPPED[_name.encode()] = "reasoning"
+_SKIPPED_STR = {k.decode(): v for k, v in _SKIPPED.items()}
+_PREFIX = b'{"type":"'
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    line: int
+    reason: str  # a bounded code, the metric label
+    error: str  # one line for a person; never the line's content
+
+
+@dataclass(slots=True)
+class UnitResult:
+    facts: list[Fact] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    kinds: Counter[str] = field(default_factory=Counter)  # accepted and skipped lines by kind
+    accepted: int = 0
+    skipped: int = 0
+
+
+class _LineError(Exception):
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(error)
+        self.reason, self.error = reason, error
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    run_id: str
+    at: int
+    seq: int
+    args: list[str]
+
+
+class Interpreter:
+    """Reads one unit's lines in order. `received_at` stands in for missing timestamps; facts
+    get `seq = seq_base + line`, so arrival order is (unit, line)."""
+
+    def __init__(self, received_at: int, seq_base: int, protect_ref: Callable[[str], str]) -> None:
+        self.received_at = received_at
+        self.seq_base = seq_base
+        self.protect_ref = protect_ref
+        self.result = UnitResult()
+        self._ctx: tuple[str, str] | None = None  # (thread, run) of the latest start or input
+        self._threads: dict[str, str] = {}  # run -> thread, as seen in this unit
+        self._calls: dict[str, _Call] = {}
+
+    # -- entry points ------------------------------------------------------------------
+
+    def feed(self, line_no: int, raw: bytes | Any) -> None:
+        res = self.result
+        if isinstance(raw, bytes):
+            line = raw.strip()
+            if not line:
+                return
+            if line.startswith(_PREFIX):
+                kind = _SKIPPED.get(line[9 : line.find(b'"', 9)])
+                if kind is not None:  # irrelevant: counted, never parsed
+                    res.kinds[kind] += 1
+                    res.skipped += 1
+                    return
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                res.rejects.append(Reject(line_no, "not_json", f"not JSON: {e}"))
+                return
+        else:
+            obj = raw
+        try:
+            kind = self._line(line_no, obj)
+        except _LineError as e:
+            res.rejects.append(Reject(line_no, e.reason, e.error))
+            return
+        res.kinds[kind] += 1
+        if kind in _SKIPPED_STR.values() or kind == "custom":
+            res.skipped += 1
+        else:
+            res.accepted += 1
+
+    def finish(self) -> UnitResult:
+        for call_id in list(self._calls):
+            self._end_call(call_id)  # a stream cut before TOOL_CALL_END still has an action
+        return self.result
+
+    # -- one line ----------------------------------------------------------------------
+
+    def _line(self, n: int, obj: Any) -> str:
+        if not isinstance(obj, dict):
+            raise _LineError("not_object", f"not a JSON object but {type(obj).__name__}")
+        typ = obj.get("type")
+        if typ is None:
+            if "threadId" in obj and "runId" in obj and "messages" in obj:
+                self._input(_valid(RunAgentInput, obj, "RunAgentInput"), n, obj)
+                return "input"
+            raise _LineError("unknown_shape", 'unknown shape: no "type", and not a RunAgentInput')
+        if not isinstance(typ, str):
+            raise _LineError("unknown_shape", '"type" is not a string')
+        skipped = _SKIPPED_STR.get(typ)
+        if skipped is not None:
+            return skipped
+        handler = _HANDLERS.get(typ)
+        if handler is None:
+            raise _LineError("unknown_type", f"unknown event type {typ[:40]!r}")
+        return handler(self, n, obj)
+
+    def _at(self, obj: dict[str, Any]) -> int:
+        ts = obj.get("timestamp")
+        if ts is None:
+            return self.received_at
+        if isinstance(ts, bool) or not isinstance(ts, int):
+            raise _LineError("invalid_field", "timestamp: must be an integer (ms since the epoch)")
+        return ts
+
+    def _run(self, obj: dict[str, Any], what: str) -> tuple[str, str]:
+        thread, run = obj.get("threadId"), obj.get("runId")
+        if isinstance(run, str) and not isinstance(thread, str):
+            thread = self._threads.get(run)
+        if isinstance(thread, str) and isinstance(run, str):
+            return thread, run
+        if self._ctx is None:
+            raise _LineError(
+                "no_run_context",
+                f"{what} needs a run: no threadId/runId on it and no RUN_STARTED or "
+                "RunAgentInput before it in this unit",
+            )
+        return self._ctx
+
+    def _set_ctx(self, thread: str, run: str) -> None:
+        self._ctx = (thread, run)
+        self._threads[run] = thread
+
+    def _emit(self, fact: Fact) -> None:
+        self.result.facts.append(fact)
+
+    # -- runs and inputs ----------------------------------------------------------------
+
+    def _input(self, inp: RunAgentInput, n: int, obj: dict[str, Any]) -> None:
+        at, seq = self._at(obj), self.seq_base + n
+        self._set_ctx(inp.thread_id, inp.run_id)
+        self._emit(RunFact(inp.run_id, inp.thread_id, RunMark.INPUT, at, seq))
+        for entry in inp.resume or ():
+            if entry.status == "cancelled":
+                code, digest = Code.CANCEL, None
+            else:
+                code, digest = decision_of(entry.payload)
+            self._emit(
+                AnswerFact(inp.thread_id, inp.run_id, entry.interrupt_id, code, at, seq, digest)
+            )
+
+    def _run_started(self, n: int, obj: dict[str, Any]) -> str:
+        ev = _valid(RunStartedEvent, obj, "RUN_STARTED")
+        at = self._at(obj)
+        self._set_ctx(ev.thread_id, ev.run_id)
+        if ev.input is not None:
+            self._input(ev.input, n, {"timestamp": obj.get("timestamp")})
+        self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.STARTED, at, self.seq_base + n))
+        return "run"
+
+    def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
+        ev = _valid(RunFinishedEvent, obj, "RUN_FINISHED")
+        at, seq = self._at(obj), self.seq_base + n
+        self._threads[ev.run_id] = ev.thread_id
+        outcome = ev.outcome
+        if outcome is None or outcome.type == "success":
+            self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.FINISHED, at, seq))
+            return "run"
+        if outcome.type == "cancelled":
+            self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.CANCELLED, at, seq))
+            return "run"
+        self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.INTERRUPTED, at, seq))
+        seen: set[str] = set()
+        for it in outcome.interrupts:
+            finding = None
+            if it.id in seen:
+                finding = "duplicate_interrupt_id"
+            seen.add(it.id)
+            if it.tool_call_id is not None and it.tool_call_id in self._calls:
+                self._end_call(it.tool_call_id)
+            meta = it.metadata if isinstance(it.metadata, dict) else {}
+            expires = _parse_time(it.expires_at) if it.expires_at is not None else None
+            if it.expires_at is not None and expires is None:
+                finding = "expires_at_unparsable"
+            if finding is not None:
+                self._emit(FindingFact(finding, at, seq, ev.thread_id, ev.run_id, it.id))
+            self._emit(
+                InterruptFact(
+                    thread_id=ev.thread_id,
+                    run_id=ev.run_id,
+                    interrupt_id=it.id,
+                    at=at,
+                    seq=seq,
+                    reason=it.reason,
+                    tool_call_id=it.tool_call_id,
+                    expires_at=expires,
+                    digest=_meta_digest(meta),
+                    handle=(None if "resumeHandle" not in meta else bool(meta["resumeHandle"])),
+                    request_id=_str_or_none(meta.get("requestId")),
+                )
+            )
+        return "interrupt"
+
+    def _run_error(self, n: int, obj: dict[str, Any]) -> str:
+        _valid(RunErrorEvent, obj, "RUN_ERROR")
+        thread, run = self._run(obj, "RUN_ERROR")
+        self._emit(RunFact(run, thread, RunMark.ERROR, self._at(obj), self.seq_base + n))
+        return "run"
+
+    # -- tool calls: only the name and digest survive ----------------------------------
+
+    def _tool_start(self, n: int, obj: dict[str, Any]) -> str:
+        ev = _valid(ToolCallStartEvent, obj, "TOOL_CALL_START")
+        _, run = self._run(obj, "TOOL_CALL_START")
+        self._calls[ev.tool_call_id] = _Call(
+            ev.tool_call_name, run, self._at(obj), self.seq_base + n, []
+        )
+        return "tool_call"
+
+    def _tool_args(self, n: int, obj: dict[str, Any]) -> str:
+        call_id, delta = obj.get("toolCallId"), obj.get("delta")
+        if not isinstance(call_id, str) or not isinstance(delta, str):
+            raise _LineError(
+                "invalid_field", "TOOL_CALL_ARGS: toolCallId and delta must be strings"
+            )
+        call = self._calls.get(call_id)
+        if call is not None:
+            call.args.append(delta)
+        return "tool_call"
+
+    def _tool_end(self, n: int, obj: dict[str, Any]) -> str:
+        ev = _valid(ToolCallEndEvent, obj, "TOOL_CALL_END")
+        self._end_call(ev.tool_call_id)
+        return "tool_call"
+
+    def _tool_chunk(self, n: int, obj: dict[str, Any]) -> str:
+        call_id, name, delta = obj.get("toolCallId"), obj.get("toolCallName"), obj.get("delta")
+        if isinstance(call_id, str) and isinstance(name, str) and call_id not in self._calls:
+            _, run = self._run(obj, "TOOL_CALL_CHUNK")
+            self._calls[call_id] = _Call(name, run, self._at(obj), self.seq_base + n, [])
+        if isinstance(call_id, str) and isinstance(delta, str) and call_id in self._calls:
+            self._calls[call_id].args.append(delta)
+        return "tool_call"
+
+    def _tool_result(self, n: int, obj: dict[str, Any]) -> str:
+        ev = _valid(ToolCallResultEvent, obj, "TOOL_CALL_RESULT")
+        thread, run = self._run(obj, "TOOL_CALL_RESULT")
+        self._emit(ToolResultFact(thread, run, ev.tool_call_id, self._at(obj), self.seq_base + n))
+        return "tool_call"
+
+    def _end_call(self, call_id: str) -> None:
+        call = self._calls.pop(call_id, None)
+        if call is not None:
+            digest = action_digest(call.name, "".join(call.args))
+            self._emit(ToolCallFact(call_id, call.run_id, call.name, digest, call.at, call.seq))
+
+    # -- CUSTOM: sidewatch evidence events ------------------------------------------------
+
+    def _custom(self, n: int, obj: dict[str, Any]) -> str:
+        ev = _valid(CustomEvent, obj, "CUSTOM")
+        if not ev.name.startswith("sidewatch."):
+            return "custom"
+        at = self._at(obj)
+        try:
+            fact = read_evidence(
+                ev.name, ev.value, at, self.seq_base + n, "timestamp" in obj, self.protect_ref
+            )
+        except EvidenceError as e:
+            raise _LineError(e.reason, f"{ev.name[:60]}: {e}") from e
+        self._emit(fact)
+        return "evidence"
+
+
+_HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], str]] = {
+    "RUN_STARTED": Interpreter._run_started,
+    "RUN_FINISHED": Interpreter._run_finished,
+    "RUN_ERROR": Interpreter._run_error,
+    "TOOL_CALL_START": Interpreter._tool_start,
+    "TOOL_CALL_ARGS": Interpreter._tool_args,
+    "TOOL_CALL_END": Interpreter._tool_end,
+    "TOOL_CALL_CHUNK": Interpreter._tool_chunk,
+    "TOOL_CALL_RESULT": Interpreter._tool_result,
+    "CUSTOM": Interpreter._custom,
+}
+
+
+def _valid(model: type[M], obj: dict[str, Any], what: str) -> M:
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        err = e.errors(include_input=False, include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "value"
+        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise _LineError("invalid_field", f"{what}: {where}: {err['msg']}{more}") from None
+
+
+def _parse_time(text: str) -> int | None:
+    try:
+        dt = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)  # a zone-less time is read as UTC
+    return int(dt.timestamp() * 1000)
+
+
+def _meta_digest(meta: dict[str, Any]) -> str | None:
+    digest = meta.get("actionDigest")
+    if isinstance(digest, str):
+        return digest
+    gov = meta.get("governance")
+    if isinstance(gov, dict) and isinstance(gov.get("actionFingerprint"), str):
+        return str(gov["actionFingerprint"])
+    return None
+
+
+def _str_or_none(v: Any) -> str | None:
+    return v if isinstance(v, str) else None

@@ -1,0 +1,135 @@
+"""The five `sidewatch.*` evidence events: value checks and their content-free facts."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from sidewatch.core.facts import HeartbeatFact, SignalFact, SignalKind
+from sidewatch.core.model import Code
+
+
+class EvidenceError(Exception):
+    """An evidence event's value is wrong; `reason` is the bounded metric label."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+_KINDS = {
+    "sidewatch.route": SignalKind.ROUTE,
+    "sidewatch.decision": SignalKind.DECISION,
+    "sidewatch.action": SignalKind.ACTION,
+    "sidewatch.receipt": SignalKind.RECEIPT,
+}
+
+
+def read_evidence(
+    name: str,
+    value: Any,
+    at: int,
+    seq: int,
+    timed: bool,
+    protect_ref: Callable[[str], str],
+) -> SignalFact | HeartbeatFact:
+    """The fact of one evidence event. `timed`: the event carried its own timestamp, so a
+    re-delivery is recognised by it; without one, by its content (heartbeats: never)."""
+    if not isinstance(value, dict):
+        raise EvidenceError("invalid_field", "value must be an object")
+    if name == "sidewatch.heartbeat":
+        thread = _str(value, "threadId", required=True)
+        assert thread is not None
+        handle: bool | None = None
+        if "resumeHandle" in value:
+            h = value["resumeHandle"]
+            if h is not None and not isinstance(h, str):
+                raise EvidenceError("invalid_field", "resumeHandle must be a string or null")
+            handle = h is not None
+        run = _str(value, "runId")
+        key = _key("hb", thread, run, handle, at) if timed else _key("hb", seq)
+        return HeartbeatFact(thread, at, seq, run, handle, key)
+    kind = _KINDS.get(name)
+    if kind is None:
+        raise EvidenceError("unknown_evidence", "unknown evidence event")
+    request_id = _str(value, "requestId")
+    thread = _str(value, "threadId")
+    interrupt = _str(value, "interruptId")
+    if request_id is None and (thread is None or interrupt is None):
+        raise EvidenceError(
+            "invalid_field", "names no wait: needs requestId, or threadId and interruptId"
+        )
+    approver = _str(value, "approverRef")
+    if approver is not None:
+        approver = protect_ref(approver)
+    delivered = acknowledged = False
+    code: Code | None = None
+    digest = _str(value, "actionDigest")
+    if kind is SignalKind.ROUTE:
+        delivered = _bool(value, "delivered", required=True)
+        acknowledged = _bool(value, "acknowledged")
+    elif kind is SignalKind.DECISION:
+        word = _str(value, "decision", required=True)
+        try:
+            code = Code(str(word))
+        except ValueError:
+            raise EvidenceError(
+                "invalid_field", "decision must be one of accept, decline, cancel"
+            ) from None
+    elif kind is SignalKind.ACTION and digest is None:
+        raise EvidenceError("invalid_field", "actionDigest: required")
+    ident = (
+        kind.value,
+        request_id,
+        thread,
+        interrupt,
+        approver,
+        delivered,
+        acknowledged,
+        code,
+        digest if kind is not SignalKind.ROUTE else None,
+    )
+    key = _key(*ident, at if timed else None)
+    return SignalFact(
+        kind=kind,
+        at=at,
+        seq=seq,
+        request_id=request_id,
+        thread_id=thread,
+        interrupt_id=interrupt,
+        approver_ref=approver,
+        delivered=delivered,
+        acknowledged=acknowledged,
+        code=code,
+        digest=digest if kind in (SignalKind.DECISION, SignalKind.ACTION) else None,
+        key=key,
+    )
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:32]
+
+
+def _str(value: dict[str, Any], key: str, required: bool = False) -> str | None:
+    v = value.get(key)
+    if v is None:
+        if required:
+            raise EvidenceError("invalid_field", f"{key}: required")
+        return None
+    if not isinstance(v, str) or not v:
+        raise EvidenceError("invalid_field", f"{key}: must be a non-empty string")
+    return v
+
+
+def _bool(value: dict[str, Any], key: str, required: bool = False) -> bool:
+    v = value.get(key)
+    if v is None:
+        if required:
+            raise EvidenceError("invalid_field", f"{key}: required")
+        return False
+    if not isinstance(v, bool):
+        raise EvidenceError("invalid_field", f"{key}: must be true or false")
+    return v

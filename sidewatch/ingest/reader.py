@@ -1,0 +1,98 @@
+"""Framing: one ingest unit (a file or a request body) into numbered lines.
+
+Bodies may be NDJSON, a JSON array, a single JSON object (also pretty-printed), or the SSE
+text the AG-UI encoder writes; gzip is undone first. Lines stay bytes where they can, so the
+interpreter can skip irrelevant events without parsing them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from sidewatch.errors import InputError
+
+Line = tuple[int, bytes | Any]  # (line number, raw bytes or an already-parsed value)
+
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+
+
+def gunzip(body: bytes, limit: int | None = None) -> bytes:
+    """Undo gzip, refusing to inflate past `limit` bytes (a gzip bomb is an input error)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(body, limit or 0) if limit else d.decompress(body)
+    except zlib.error as e:
+        raise InputError(f"body is not valid gzip: {e}") from e
+    if limit and (d.unconsumed_tail or len(out) > limit):
+        raise InputError(f"body inflates past the limit of {limit} bytes")
+    return out
+
+
+def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:
+    """The numbered lines of a unit. Line numbers are 1-based lines of the (unzipped) text; in a
+    JSON array they are element numbers."""
+    if body[:2] == b"\x1f\x8b":
+        body = gunzip(body)
+    head = body.lstrip()[:8]
+    if media_type == "text/event-stream" or (media_type is None and head.startswith(_SSE_FIELDS)):
+        yield from _sse(body)
+    elif head.startswith(b"["):
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise InputError(f"body starts a JSON array but is not valid JSON: {e}") from e
+        if not isinstance(value, list):
+            raise InputError("body is not a JSON array")
+        yield from enumerate(value, start=1)
+    else:
+        if head.startswith(b"{") and b"\n" in body.strip():
+            try:
+                yield 1, orjson.loads(body)  # one object spread over several lines
+                return
+            except orjson.JSONDecodeError:
+                pass  # NDJSON after all
+        yield from enumerate(body.split(b"\n"), start=1)
+
+
+def _sse(body: bytes) -> Iterator[Line]:
+    data: list[bytes] = []
+    first = 0
+    for n, raw in enumerate(body.split(b"\n"), start=1):
+        line = raw.rstrip(b"\r")
+        if not line:
+            if data:
+                yield first, b"\n".join(data)
+                data = []
+            continue
+        if line.startswith(b"data:"):
+            if not data:
+                first = n
+            chunk = line[5:]
+            data.append(chunk[1:] if chunk.startswith(b" ") else chunk)
+        # event:, id:, retry: and comments carry nothing sidewatch needs
+    if data:
+        yield first, b"\n".join(data)
+
+
+def read_file(path: str) -> bytes:
+    """A file's bytes (`-` is standard input), gzip undone when the file is gzip."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from e
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise InputError(f"{path}: not valid gzip: {e}") from e
+    return data

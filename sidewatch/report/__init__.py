@@ -1,0 +1,2 @@
+"""Rendering verdicts for people and machines: the audit's JSON and table (and, later, the
+nightly reports)."""

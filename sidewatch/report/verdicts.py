@@ -1,0 +1,104 @@
+"""The verdict object of `audit --format json` and `GET /v1/waits`, and the audit table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sidewatch.core.model import OPEN_STATES, Verdict, WaitEvidence
+
+
+def iso(ms: int | None) -> str | None:
+    """ISO 8601 UTC with a `Z`; whole seconds unless the time has milliseconds."""
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, UTC)
+    text = dt.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def _seconds(ms: int) -> int | float:
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000
+
+
+def verdict_json(ev: WaitEvidence, v: Verdict) -> dict[str, Any]:
+    f = v.facts
+    return {
+        "requestId": v.request_id,
+        "threadId": ev.thread_id,
+        "runId": ev.run_id,
+        "interruptId": ev.interrupt_id,
+        "action": ev.action,
+        "reason": ev.reason,
+        "policy": v.policy,
+        "state": v.state.value,
+        "phase": v.phase.value if v.phase else None,
+        "closed": v.closed,
+        "owner": v.owner.value if v.owner else None,
+        "nextMove": v.next_move,
+        "since": iso(v.since),
+        "uncertain": v.uncertain,
+        "missing": [m.value for m in v.missing],
+        "thresholds": {
+            "resumeGraceSeconds": _seconds(v.thresholds.resume_grace_ms),
+            "heartbeatFreshnessSeconds": _seconds(v.thresholds.heartbeat_freshness_ms),
+            "routeGraceSeconds": _seconds(v.thresholds.route_grace_ms),
+        },
+        "evidence": {
+            "requestedAt": iso(f.requested_at),
+            "expiresAt": iso(f.expires_at),
+            "actionDigest": f.action_digest,
+            "digestChanged": f.digest_changed,
+            "route": f.route,
+            "approverRef": f.approver_ref,
+            "resumeHandle": f.resume_handle,
+            "lastHeartbeatAt": iso(f.last_heartbeat_at),
+            "decision": f.decision.value if f.decision else None,
+            "decidedAt": iso(f.decided_at),
+            "receiptAt": iso(f.receipt_at),
+            "continuationFailed": f.continuation_failed,
+        },
+        "findings": list(v.findings),
+    }
+
+
+def audit_json(at: int, waits: Sequence[tuple[WaitEvidence, Verdict]]) -> dict[str, Any]:
+    return {"evaluatedAt": iso(at), "waits": [verdict_json(ev, v) for ev, v in waits]}
+
+
+def audit_table(at: int, waits: Sequence[tuple[WaitEvidence, Verdict]]) -> str:
+    """A table a person reads at 3 a.m.: one row a wait, then the next safe move per state."""
+    head = ("REQUEST", "STATE", "OWNER", "SINCE", "ACTION", "NOTE")
+    rows = [head]
+    for ev, v in waits:
+        notes = [v.phase.value] if v.phase else []
+        if v.uncertain:
+            notes.append("uncertain")
+        if v.missing:
+            notes.append("missing " + ",".join(m.value for m in v.missing))
+        rows.append(
+            (
+                v.request_id,
+                v.state.value,
+                v.owner.value if v.owner else "-",
+                iso(v.since) or "-",
+                ev.action or ev.reason or "-",
+                "; ".join(notes) or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
+    lines = [
+        f"Audit at {iso(at)}: {len(waits)} wait(s), "
+        f"{sum(1 for _, v in waits if v.state in OPEN_STATES)} open",
+        "",
+    ]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    moves: dict[str, str] = {}
+    for _, v in waits:
+        moves.setdefault(v.state.value, v.next_move)
+    if moves:
+        lines += ["", "Next safe move:"]
+        lines += [f"  {state}: {move}" for state, move in moves.items()]
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""Opening the store: the engine, SQLite's WAL settings, and Alembic migrations to head."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, Table, create_engine, event, select
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+
+from sidewatch.errors import StoreError
+from sidewatch.store.models import Meta
+
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def open_store(url: str, migrate: bool = True) -> Engine:
+    """An engine on `url` with the schema at the newest migration (applied when missing)."""
+    try:
+        engine = create_engine(url, future=True)
+    except (ArgumentError, ImportError) as e:
+        raise StoreError(f"store URL {_safe(url)!r} is not usable: {e}") from e
+    if engine.dialect.name == "sqlite":
+        _sqlite_pragmas(engine)
+    if migrate:
+        upgrade(engine)
+    return engine
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before ingest answers, even across a power cut.
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute("PRAGMA busy_timeout=10000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+
+def _alembic_config() -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Bring the schema to the newest migration; a no-op (one query) when it already is."""
+    cfg = _alembic_config()
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    try:
+        with engine.begin() as conn:
+            if MigrationContext.configure(conn).get_current_revision() == head:
+                return
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except OperationalError as e:
+        raise StoreError(f"store {_safe(str(engine.url))} is unavailable: {e.orig}") from e
+    except SQLAlchemyError as e:
+        raise StoreError(f"store {_safe(str(engine.url))}: migration failed: {e}") from e
+
+
+def store_secret(engine: Engine, name: str) -> bytes:
+    """A random per-store secret, created on first use (e.g. the approver-ref hash key)."""
+    meta: Table = Meta.__table__  # type: ignore[attr-defined]
+    with engine.begin() as conn:
+        row = conn.execute(select(meta.c.value).where(meta.c.key == name)).scalar_one_or_none()
+        if row is None:
+            row = secrets.token_hex(32)
+            conn.execute(meta.insert().values(key=name, value=row))
+    return bytes.fromhex(str(row))
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+    return url

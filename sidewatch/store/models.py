@@ -1,0 +1,156 @@
+"""The store's tables (SQLModel). Identities, times, digests, references and codes only:
+no tool arguments, messages, interrupt messages or payloads have a column to land in.
+
+Every fact table has a natural key (a unique constraint), so a re-delivered line is an
+insert that does nothing. `at` is ms since the epoch, `seq` the arrival order.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+Ms = BigInteger  # ms since the epoch and arrival sequences outgrow 32 bits
+
+
+class Unit(SQLModel, table=True):
+    """One ingest unit (a file, a request body) and what became of its lines."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    source: str = Field(max_length=512)
+    received_at: int = Field(sa_type=Ms)
+    accepted: int = 0
+    skipped: int = 0
+    rejected: int = 0
+
+
+class LineCount(SQLModel, table=True):
+    """Accepted and skipped lines of a unit, by bounded kind (for ingest health)."""
+
+    __tablename__ = "line_count"
+    unit_id: int = Field(primary_key=True, foreign_key="unit.id")
+    kind: str = Field(primary_key=True, max_length=32)
+    lines: int
+
+
+class RejectRow(SQLModel, table=True):
+    __tablename__ = "reject"
+    id: int | None = Field(default=None, primary_key=True)
+    unit_id: int = Field(foreign_key="unit.id", index=True)
+    line: int
+    reason: str = Field(max_length=32)
+    error: str = Field(max_length=300)
+
+
+class InterruptRow(SQLModel, table=True):
+    __tablename__ = "interrupt"
+    __table_args__ = (UniqueConstraint("thread_id", "run_id", "interrupt_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    thread_id: str = Field(max_length=256, index=True)
+    run_id: str = Field(max_length=256)
+    interrupt_id: str = Field(max_length=256)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+    reason: str | None = Field(default=None, max_length=256)
+    tool_call_id: str | None = Field(default=None, max_length=256)
+    expires_at: int | None = Field(default=None, sa_type=Ms)
+    digest: str | None = Field(default=None, max_length=128)
+    handle: bool | None = None
+    request_id: str | None = Field(default=None, max_length=512, index=True)
+
+
+class ToolCallRow(SQLModel, table=True):
+    __tablename__ = "tool_call"
+    __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    tool_call_id: str = Field(max_length=256, index=True)
+    run_id: str = Field(max_length=256)
+    name: str = Field(max_length=256)
+    digest: str = Field(max_length=128)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "run_fact"
+    __table_args__ = (UniqueConstraint("run_id", "mark"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(max_length=256)
+    thread_id: str = Field(max_length=256, index=True)
+    mark: str = Field(max_length=16)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class AnswerRow(SQLModel, table=True):
+    __tablename__ = "answer"
+    __table_args__ = (UniqueConstraint("run_id", "interrupt_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    thread_id: str = Field(max_length=256, index=True)
+    run_id: str = Field(max_length=256)
+    interrupt_id: str = Field(max_length=256)
+    code: str = Field(max_length=16)
+    digest: str | None = Field(default=None, max_length=128)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class ToolResultRow(SQLModel, table=True):
+    __tablename__ = "tool_result"
+    __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    thread_id: str = Field(max_length=256, index=True)
+    run_id: str = Field(max_length=256)
+    tool_call_id: str = Field(max_length=256)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class SignalRow(SQLModel, table=True):
+    """A `sidewatch.route|decision|action|receipt` event."""
+
+    __tablename__ = "signal"
+    __table_args__ = (Index("ix_signal_ref", "thread_id", "interrupt_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=64, unique=True)
+    kind: str = Field(max_length=16)
+    request_id: str | None = Field(default=None, max_length=512, index=True)
+    thread_id: str | None = Field(default=None, max_length=256)
+    interrupt_id: str | None = Field(default=None, max_length=256)
+    approver_ref: str | None = Field(default=None, max_length=256)
+    delivered: bool = False
+    acknowledged: bool = False
+    code: str | None = Field(default=None, max_length=16)
+    digest: str | None = Field(default=None, max_length=128)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class HeartbeatRow(SQLModel, table=True):
+    __tablename__ = "heartbeat"
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=64, unique=True)
+    thread_id: str = Field(max_length=256, index=True)
+    run_id: str | None = Field(default=None, max_length=256)
+    handle: bool | None = None
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class FindingRow(SQLModel, table=True):
+    __tablename__ = "finding"
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=64, unique=True)
+    rule: str = Field(max_length=64)
+    thread_id: str | None = Field(default=None, max_length=256, index=True)
+    run_id: str | None = Field(default=None, max_length=256)
+    interrupt_id: str | None = Field(default=None, max_length=256)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class Meta(SQLModel, table=True):
+    """Store-wide settings, e.g. the generated key that hashes personal approver refs."""
+
+    key: str = Field(primary_key=True, max_length=64)
+    value: str = Field(max_length=512)
