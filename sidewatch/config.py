@@ -41,6 +41,8 @@ def parse_duration(value: Any) -> int:
         if value < 0:
             raise ValueError("must not be negative")
         return int(value * 1000)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip()) * 1000
     if isinstance(value, str):
         m = _DURATION.match(value.strip())
         if m and any(m.groups()):
@@ -62,12 +64,14 @@ _POLICY_KEYS = {
 }
 
 
-def load_config(data: Mapping[str, Any] | None, env: Mapping[str, str]) -> Config:
+def load_config(
+    data: Mapping[str, Any] | None, env: Mapping[str, str], source: str = "config"
+) -> Config:
     """The frozen config from parsed YAML (None: no file) and the environment."""
     problems: list[str] = []
     data = data or {}
     if not isinstance(data, Mapping):
-        raise ConfigError(["the file must hold a mapping at its top level"])
+        raise ConfigError(["the file must hold a mapping at its top level"], source)
     for name in sorted(set(data) - _TOP_KEYS):
         problems.append(f"{name}: unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
 
@@ -95,7 +99,7 @@ def load_config(data: Mapping[str, Any] | None, env: Mapping[str, str]) -> Confi
 
     policies = _policies(data.get("policies"), problems)
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(problems, source)
     return Config(
         db_url=db_url,
         policies=policies,

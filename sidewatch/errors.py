@@ -24,7 +24,8 @@ class ConfigError(SidewatchError):
         self.problems = list(problems)
         self.source = source
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")
+        noun = "problem" if len(self.problems) == 1 else "problems"
+        super().__init__(f"{source}: {len(self.problems)} {noun}:\n{lines}")
 
 
 class StoreError(SidewatchError):

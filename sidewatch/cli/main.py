@@ -49,7 +49,7 @@ def _one_line_errors(fn: F) -> F:
 
 
 def _config(config_path: str | None, db: str | None) -> Config:
-    cfg = load_config(read_config_file(config_path), os.environ)
+    cfg = load_config(read_config_file(config_path), os.environ, config_path or "config")
     if db:
         cfg = Config(
             db_url=db,
@@ -214,7 +214,7 @@ def demo(fmt: str) -> None:
 @_one_line_errors
 def check_config(path: str) -> None:
     """Validate a config file and list every problem at once (exit 1 if any)."""
-    cfg = load_config(read_config_file(path), os.environ)
+    cfg = load_config(read_config_file(path), os.environ, path)
     names = ", ".join(p.name for p in cfg.policies)
     click.echo(f"{path}: ok ({len(cfg.policies)} policies: {names}; store {cfg.db_url})")
 

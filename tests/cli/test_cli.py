@@ -1,0 +1,208 @@
+"""The command line, through click's CliRunner: exact verdicts, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sidewatch.cli.main import cli
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+FIXTURE = SHARED / "fixtures" / "seed-audit.ndjson"
+EXPECTED = json.loads((SHARED / "fixtures" / "seed-audit.expected.json").read_text())
+AT = "2026-07-26T16:30:00Z"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'sidewatch.db'}"
+
+
+def audit_json(db: str) -> dict:
+    code, out = run("audit", "--db", db, "--at", AT, "--format", "json")
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_reference_audit_gives_the_expected_verdict_for_every_request(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+
+    got = {f"{w['threadId']}/{w['interruptId']}": w["state"] for w in audit_json(db)["waits"]}
+
+    assert EXPECTED["expected"] == got
+
+
+SINCE = {
+    # export: its requester's heartbeat was stale from 16:15 until the one at 16:28
+    "thread-export/int-export": ("2026-07-26T16:28:00Z", "approver", "awaiting_decision"),
+    "thread-delete/int-delete": ("2026-07-26T16:20:00Z", "requester", None),
+    "thread-rotation/int-rotation": ("2026-07-26T16:10:30Z", "policy_owner", None),
+    "thread-invoice/int-invoice": ("2026-07-26T16:00:00Z", "runtime_owner", None),
+    "thread-deploy/int-deploy": ("2026-07-26T16:25:00Z", "runtime_owner", None),
+    "thread-message/int-message": ("2026-07-26T16:00:00Z", "requester", None),
+}
+
+
+def test_reference_audit_records_since_owner_phase_and_thresholds(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+
+    waits = audit_json(db)["waits"]
+
+    assert SINCE == {w["requestId"]: (w["since"], w["owner"], w["phase"]) for w in waits}
+    for w in waits:
+        assert EXPECTED["policy"] == w["thresholds"]
+        assert w["policy"] == "default"
+        assert w["nextMove"]
+
+
+def test_reference_audit_deploy_verdict_matches_the_interface_example(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+
+    deploy = next(w for w in audit_json(db)["waits"] if w["threadId"] == "thread-deploy")
+
+    assert {
+        "requestId": "thread-deploy/int-deploy",
+        "runId": "run-deploy-1",
+        "action": "deploy_service",
+        "reason": "tool_call",
+        "state": "STUCK_AFTER_DECISION",
+        "closed": False,
+        "owner": "runtime_owner",
+        "uncertain": False,
+        "missing": [],
+    } == {k: deploy[k] for k in ("requestId", "runId", "action", "reason", "state", "closed",
+                                 "owner", "uncertain", "missing")}
+    ev = deploy["evidence"]
+    assert ("accept", "2026-07-26T16:20:00Z", None, False, "delivered", "role:release-owner") == (
+        ev["decision"], ev["decidedAt"], ev["receiptAt"], ev["continuationFailed"], ev["route"],
+        ev["approverRef"],
+    )
+    assert ev["actionDigest"].startswith("sha256:")
+
+
+def test_ingesting_the_same_file_twice_changes_nothing(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+    first = audit_json(db)
+
+    code, out = run("ingest", "--db", db, str(FIXTURE))
+
+    assert 0 == code
+    assert first == audit_json(db)
+
+
+def test_ingest_prints_a_summary_and_exits_1_with_line_numbered_rejects(
+    db: str, tmp_path: Path
+) -> None:
+    unit = tmp_path / "unit.ndjson"
+    unit.write_text(
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n'
+        "not json at all\n"
+        '{"type":"TOOL_CALL_RESULT","messageId":"m","toolCallId":"c","content":"x"}\n'
+        '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi"}\n'
+        "[1, 2]\n"
+    )
+
+    code, out = run("ingest", "--db", db, str(unit))
+
+    assert 1 == code
+    lines = out.splitlines()
+    assert f"{unit}: 2 accepted, 1 skipped, 2 rejected" == lines[0]
+    assert lines[1].startswith(f"{unit}:2: not JSON")
+    assert f"{unit}:5: not a JSON object but list" == lines[2]
+
+
+def test_ingest_of_a_missing_file_is_a_one_line_error(db: str, tmp_path: Path) -> None:
+    code, out = run("ingest", "--db", db, str(tmp_path / "nope.ndjson"))
+
+    assert 1 == code
+    assert out.startswith("sidewatch: error: ")
+    assert "No such file" in out
+    assert 1 == len(out.strip().splitlines())
+
+
+def test_audit_with_an_unparsable_time_is_a_usage_error(db: str) -> None:
+    code, out = run("audit", "--db", db, "--at", "yesterday-ish")
+
+    assert 2 == code
+    assert "is not an ISO 8601 time" in out
+
+
+def test_audit_open_lists_only_open_waits(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+
+    code, out = run("audit", "--db", db, "--at", AT, "--format", "json", "--open")
+
+    assert 0 == code
+    states = sorted(w["state"] for w in json.loads(out)["waits"])
+    assert ["ORPHANED", "STALE", "STUCK_AFTER_DECISION", "UNROUTABLE", "WAITING"] == states
+
+
+def test_audit_at_an_earlier_time_ignores_later_evidence(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+
+    code, out = run("audit", "--db", db, "--at", "2026-07-26T16:19:00Z", "--format", "json")
+
+    deploy = next(w for w in json.loads(out)["waits"] if w["threadId"] == "thread-deploy")
+    assert (0, "ORPHANED", None) == (code, deploy["state"], deploy["evidence"]["decision"])
+
+
+def test_an_unusable_store_url_is_a_one_line_error() -> None:
+    code, out = run("audit", "--db", "nosuchdriver://x")
+
+    assert 1 == code
+    assert out.startswith("sidewatch: error: store URL")
+
+
+def test_demo_prints_the_six_request_audit_as_a_table() -> None:
+    code, out = run("demo")
+
+    assert 0 == code
+    assert out.startswith("Audit at 2026-07-26T16:30:00Z: 6 wait(s), 5 open")
+    for request, state in EXPECTED["expected"].items():
+        assert any(line.startswith(request) and state in line for line in out.splitlines())
+    assert "Next safe move:" in out
+
+
+def test_the_demo_scenario_is_the_shared_reference_fixture() -> None:
+    bundled = Path(__file__).resolve().parents[2] / "sidewatch" / "cli" / "seed-audit.ndjson"
+
+    assert FIXTURE.read_bytes() == bundled.read_bytes()
+
+
+def test_check_config_accepts_the_example() -> None:
+    example = Path(__file__).resolve().parents[2] / "config.example.yaml"
+
+    code, out = run("check-config", str(example))
+
+    assert (0, True) == (code, out.startswith(f"{example}: ok (3 policies"))
+
+
+def test_check_config_lists_every_problem_at_once(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("store: {url: nope}\npolicies:\n  - name: a\n    resumeGrace: soon\nbogus: 1\n")
+
+    code, out = run("check-config", str(bad))
+
+    assert 1 == code
+    assert [
+        f"sidewatch: error: {bad}: 3 problems:",
+        "  - bogus: unknown key (known: policies, privacy, store)",
+        "  - store.url: must be a database URL such as sqlite:///./sidewatch.db",
+        "  - policies[0] (a).resumeGrace: 'soon' is not a duration such as 30s, 5m or 1h",
+    ] == out.splitlines()
+
+
+def test_help_teaches_the_first_commands() -> None:
+    code, out = run("--help")
+
+    assert 0 == code
+    for word in ("sidewatch demo", "ingest", "audit", "check-config"):
+        assert word in out

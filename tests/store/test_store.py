@@ -1,0 +1,95 @@
+"""The store on SQLite and PostgreSQL: migrations, natural-key upserts, whole-unit commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from sidewatch.config import Config
+from sidewatch.core.policy import DEFAULT_POLICY
+from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.errors import StoreError
+from sidewatch.ingest.agui import Interpreter
+from sidewatch.ingest.reader import frames
+from sidewatch.store.db import open_store, upgrade
+from sidewatch.store.repo import Store
+
+FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "seed-audit.ndjson"
+AT = 1_785_083_400_000  # 2026-07-26T16:30:00Z
+TABLES = {"unit", "line_count", "reject", "interrupt", "tool_call", "run_fact", "answer",
+          "tool_result", "signal", "heartbeat", "finding", "meta", "alembic_version"}
+
+
+def test_the_migration_creates_every_table(db_url: str) -> None:
+    engine = open_store(db_url)
+
+    tables = set(inspect(engine).get_table_names())
+    engine.dispose()
+
+    assert TABLES == tables
+
+
+def test_opening_a_migrated_store_again_is_a_no_op(db_url: str) -> None:
+    open_store(db_url).dispose()
+    engine = open_store(db_url)
+
+    upgrade(engine)
+    engine.dispose()
+
+
+def test_the_reference_audit_is_the_same_on_every_store(db_url: str) -> None:
+    engine = open_store(db_url)
+    store = Store(engine)
+    ingest_unit(store, "seed", FIXTURE.read_bytes(), AT, ref_protector(engine, Config()))
+
+    states = {a.verdict.request_id: a.verdict.state.value for a in audit(store, (DEFAULT_POLICY,), AT)}
+    engine.dispose()
+
+    assert {
+        "thread-export/int-export": "WAITING",
+        "thread-delete/int-delete": "STALE",
+        "thread-rotation/int-rotation": "UNROUTABLE",
+        "thread-invoice/int-invoice": "ORPHANED",
+        "thread-deploy/int-deploy": "STUCK_AFTER_DECISION",
+        "thread-message/int-message": "CLOSED_BY_DECLINE",
+    } == states
+
+
+def test_re_delivered_facts_are_upserts_that_change_nothing(db_url: str) -> None:
+    engine = open_store(db_url)
+    store = Store(engine)
+    protect = ref_protector(engine, Config())
+    ingest_unit(store, "seed", FIXTURE.read_bytes(), AT, protect)
+    before = store.counts()
+
+    ingest_unit(store, "seed again", FIXTURE.read_bytes(), AT + 5_000, protect)
+    after = store.counts()
+    engine.dispose()
+
+    assert before == after
+    assert 6 == after["interrupt"]
+
+
+def test_a_unit_that_fails_midway_stores_nothing(db_url: str) -> None:
+    engine = open_store(db_url)
+    store = Store(engine)
+    body = FIXTURE.read_bytes()
+
+    with pytest.raises(RuntimeError), store.unit("doomed", AT) as writer:
+        interp = Interpreter(AT, writer.seq_base, lambda ref: ref)
+        for n, raw in frames(body):
+            interp.feed(n, raw)
+        res = interp.finish()
+        writer.write(res.facts, [], res.kinds, res.accepted, res.skipped)
+        raise RuntimeError("the process is cancelled here")
+    counts = store.counts()
+    engine.dispose()
+
+    assert {name: 0 for name in counts} == counts
+
+
+def test_an_unreachable_store_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="unavailable"):
+        open_store("postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")

@@ -1,0 +1,90 @@
+"""The pure config loader: defaults, the example file, the environment, every problem at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sidewatch.config import DEFAULT_DB_URL, Config, load_config, parse_duration
+from sidewatch.core.policy import Need, ReceiptKind
+from sidewatch.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.yaml"
+
+
+def test_no_config_at_all_gives_the_defaults() -> None:
+    cfg = load_config(None, {})
+
+    assert Config() == cfg
+    assert DEFAULT_DB_URL == cfg.db_url
+
+
+def test_the_example_config_loads_and_documents_the_defaults() -> None:
+    cfg = load_config(yaml.safe_load(EXAMPLE.read_text()), {})
+
+    default = cfg.policies[-1]
+    assert ["content-preview", "production-change", "default"] == [p.name for p in cfg.policies]
+    assert Config().policies[0] == default
+    prod = cfg.policies[1]
+    assert (3_600_000, True, ReceiptKind.TOOL_RESULT, ("deploy_*", "rotate_*")) == (
+        prod.thresholds.resume_grace_ms, prod.require_acknowledgement, prod.receipt, prod.tools,
+    )
+
+
+def test_the_environment_overrides_the_store_url_and_the_ref_key() -> None:
+    cfg = load_config(
+        {"store": {"url": "sqlite:///x.db"}},
+        {"SIDEWATCH_DB_URL": "postgresql+psycopg://db/sw", "SIDEWATCH_APPROVER_REF_KEY": "k" * 20},
+    )
+
+    assert ("postgresql+psycopg://db/sw", "k" * 20) == (cfg.db_url, cfg.approver_ref_key)
+
+
+def test_evidence_items_can_be_marked_ignored() -> None:
+    cfg = load_config({"policies": [{"name": "quiet", "evidence": {"heartbeat": "ignored"}}]}, {})
+
+    assert (Need.IGNORED, Need.REQUIRED) == (cfg.policies[0].heartbeat, cfg.policies[0].handle)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    data = {
+        "policies": [
+            {"name": "a", "match": {"tools": "deploy"}, "routeGrace": -1, "what": 1},
+            {"name": "a", "match": {"tools": ["x"]}, "evidence": {"route": "maybe", "disk": 1}},
+        ],
+        "privacy": {"approverRefKey": "short"},
+    }
+
+    with pytest.raises(ConfigError) as err:
+        load_config(data, {}, "my.yaml")
+
+    assert [
+        "privacy.approverRefKey: must be a string of at least 16 characters",
+        "policies[0] (a).what: unknown key",
+        "policies[0] (a).match.tools: must be a list of glob patterns",
+        "policies[0] (a).routeGrace: must not be negative",
+        "policies[1].name: 'a' is used twice",
+        "policies[1] (a): the last policy is the default and must have no match",
+        "policies[1] (a).evidence.route: must be one of required, ignored",
+        "policies[1] (a).evidence.disk: unknown item (known: route, handle, heartbeat)",
+    ] == err.value.problems
+    assert str(err.value).startswith("my.yaml: 8 problems:")
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("90", 90_000), (90, 90_000), ("30s", 30_000), ("5m", 300_000), ("1h30m", 5_400_000),
+     ("250ms", 250), ("2m30s", 150_000)],
+    ids=["bare-string-seconds", "number-seconds", "seconds", "minutes", "hours-minutes",
+         "milliseconds", "minutes-seconds"],
+)
+def test_durations(text: object, ms: int) -> None:
+    assert ms == parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["soon", "", "5 minutes", True, -3, "m"])
+def test_a_bad_duration_is_refused(text: object) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)

@@ -1,0 +1,89 @@
+"""Nothing of the content reaches the store: arguments, messages, interrupt messages, resume
+payloads, error texts and personal approver references never appear in the database file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sidewatch.config import Config
+from sidewatch.core.policy import DEFAULT_POLICY
+from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+
+SECRETS = {
+    "args": "SECRET-ARG-7f3a9c",
+    "arg_key": "SECRETKEY_b81d",
+    "text": "SECRET-TEXT-DELTA-22e1",
+    "message": "SECRET-USER-MESSAGE-0c4d",
+    "interrupt": "SECRET-INTERRUPT-MSG-9911",
+    "payload": "SECRET-RESUME-PAYLOAD-5e5e",
+    "tool_result": "SECRET-TOOL-RESULT-aa01",
+    "run_error": "SECRET-RUN-ERROR-4242",
+    "route_error": "SECRET-ROUTE-ERROR-7777",
+    "email": "jane.doe.secret@example.com",
+    "handle": "SECRET-HANDLE-ckpt-3131",
+    "state": "SECRET-STATE-6060",
+}
+T0 = 1_785_081_600_000
+
+
+def _lines() -> list[dict]:
+    s = SECRETS
+    return [
+        {"threadId": "t1", "runId": "r1", "messages": [
+            {"id": "m0", "role": "user", "content": s["message"]}]},
+        {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1", "timestamp": T0},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": s["text"]},
+        {"type": "STATE_SNAPSHOT", "snapshot": {"k": s["state"]}},
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "send_money"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1",
+         "delta": json.dumps({s["arg_key"]: s["args"]})},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1", "timestamp": T0 + 1000,
+         "outcome": {"type": "interrupt", "interrupts": [
+             {"id": "i1", "reason": "tool_call", "toolCallId": "c1", "message": s["interrupt"],
+              "metadata": {"resumeHandle": s["handle"]}}]}},
+        {"type": "CUSTOM", "name": "sidewatch.route", "timestamp": T0 + 2000, "value": {
+            "threadId": "t1", "interruptId": "i1", "delivered": True, "approverRef": s["email"]}},
+        {"type": "CUSTOM", "name": "sidewatch.route", "timestamp": T0 + 2500, "value": {
+            "threadId": "t1", "interruptId": "i1", "delivered": False,
+            "error": s["route_error"]}},
+        {"threadId": "t1", "runId": "r2", "messages": [
+            {"id": "m2", "role": "user", "content": s["message"]}],
+         "resume": [{"interruptId": "i1", "status": "resolved",
+                     "payload": {"approved": True, "note": s["payload"]}}]},
+        {"type": "RUN_STARTED", "threadId": "t1", "runId": "r2", "timestamp": T0 + 60_000},
+        {"type": "TOOL_CALL_RESULT", "messageId": "m3", "toolCallId": "c1",
+         "content": s["tool_result"]},
+        {"type": "RUN_ERROR", "message": s["run_error"]},
+    ]
+
+
+def test_no_content_reaches_the_database_file(tmp_path: Path) -> None:
+    db = tmp_path / "sidewatch.db"
+    engine = open_store(f"sqlite:///{db}")
+    store = Store(engine)
+    body = "\n".join(json.dumps(line) for line in _lines()).encode()
+
+    summary = ingest_unit(store, "privacy", body, T0, ref_protector(engine, Config()))
+    verdicts = audit(store, (DEFAULT_POLICY,), T0 + 120_000)
+    engine.dispose()
+
+    assert () == summary.rejects
+    assert 1 == len(verdicts)
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    leaked = [name for name, secret in SECRETS.items() if secret.encode() in stored]
+    assert [] == leaked
+    ref = verdicts[0].verdict.facts.approver_ref
+    assert ref is not None and ref.startswith("hmac-sha256:")
+
+
+def test_role_references_are_kept_as_they_are(tmp_path: Path) -> None:
+    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    protect = ref_protector(engine, Config())
+
+    assert ("role:release-owner", True) == (
+        protect("role:release-owner"), protect("jane@example.com").startswith("hmac-sha256:"),
+    )
