@@ -29,7 +29,10 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
     assert Config().policies[0] == default
     prod = cfg.policies[1]
     assert (3_600_000, True, ReceiptKind.TOOL_RESULT, ("deploy_*", "rotate_*")) == (
-        prod.thresholds.resume_grace_ms, prod.require_acknowledgement, prod.receipt, prod.tools,
+        prod.thresholds.resume_grace_ms,
+        prod.require_acknowledgement,
+        prod.receipt,
+        prod.tools,
     )
 
 
@@ -75,10 +78,24 @@ def test_every_problem_is_reported_at_once() -> None:
 
 @pytest.mark.parametrize(
     ("text", "ms"),
-    [("90", 90_000), (90, 90_000), ("30s", 30_000), ("5m", 300_000), ("1h30m", 5_400_000),
-     ("250ms", 250), ("2m30s", 150_000)],
-    ids=["bare-string-seconds", "number-seconds", "seconds", "minutes", "hours-minutes",
-         "milliseconds", "minutes-seconds"],
+    [
+        ("90", 90_000),
+        (90, 90_000),
+        ("30s", 30_000),
+        ("5m", 300_000),
+        ("1h30m", 5_400_000),
+        ("250ms", 250),
+        ("2m30s", 150_000),
+    ],
+    ids=[
+        "bare-string-seconds",
+        "number-seconds",
+        "seconds",
+        "minutes",
+        "hours-minutes",
+        "milliseconds",
+        "minutes-seconds",
+    ],
 )
 def test_durations(text: object, ms: int) -> None:
     assert ms == parse_duration(text)

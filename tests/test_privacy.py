@@ -32,31 +32,80 @@ T0 = 1_785_081_600_000
 def _lines() -> list[dict]:
     s = SECRETS
     return [
-        {"threadId": "t1", "runId": "r1", "messages": [
-            {"id": "m0", "role": "user", "content": s["message"]}]},
+        {
+            "threadId": "t1",
+            "runId": "r1",
+            "messages": [{"id": "m0", "role": "user", "content": s["message"]}],
+        },
         {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1", "timestamp": T0},
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": s["text"]},
         {"type": "STATE_SNAPSHOT", "snapshot": {"k": s["state"]}},
         {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "send_money"},
-        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1",
-         "delta": json.dumps({s["arg_key"]: s["args"]})},
+        {
+            "type": "TOOL_CALL_ARGS",
+            "toolCallId": "c1",
+            "delta": json.dumps({s["arg_key"]: s["args"]}),
+        },
         {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-        {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1", "timestamp": T0 + 1000,
-         "outcome": {"type": "interrupt", "interrupts": [
-             {"id": "i1", "reason": "tool_call", "toolCallId": "c1", "message": s["interrupt"],
-              "metadata": {"resumeHandle": s["handle"]}}]}},
-        {"type": "CUSTOM", "name": "sidewatch.route", "timestamp": T0 + 2000, "value": {
-            "threadId": "t1", "interruptId": "i1", "delivered": True, "approverRef": s["email"]}},
-        {"type": "CUSTOM", "name": "sidewatch.route", "timestamp": T0 + 2500, "value": {
-            "threadId": "t1", "interruptId": "i1", "delivered": False,
-            "error": s["route_error"]}},
-        {"threadId": "t1", "runId": "r2", "messages": [
-            {"id": "m2", "role": "user", "content": s["message"]}],
-         "resume": [{"interruptId": "i1", "status": "resolved",
-                     "payload": {"approved": True, "note": s["payload"]}}]},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": "t1",
+            "runId": "r1",
+            "timestamp": T0 + 1000,
+            "outcome": {
+                "type": "interrupt",
+                "interrupts": [
+                    {
+                        "id": "i1",
+                        "reason": "tool_call",
+                        "toolCallId": "c1",
+                        "message": s["interrupt"],
+                        "metadata": {"resumeHandle": s["handle"]},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "CUSTOM",
+            "name": "sidewatch.route",
+            "timestamp": T0 + 2000,
+            "value": {
+                "threadId": "t1",
+                "interruptId": "i1",
+                "delivered": True,
+                "approverRef": s["email"],
+            },
+        },
+        {
+            "type": "CUSTOM",
+            "name": "sidewatch.route",
+            "timestamp": T0 + 2500,
+            "value": {
+                "threadId": "t1",
+                "interruptId": "i1",
+                "delivered": False,
+                "error": s["route_error"],
+            },
+        },
+        {
+            "threadId": "t1",
+            "runId": "r2",
+            "messages": [{"id": "m2", "role": "user", "content": s["message"]}],
+            "resume": [
+                {
+                    "interruptId": "i1",
+                    "status": "resolved",
+                    "payload": {"approved": True, "note": s["payload"]},
+                }
+            ],
+        },
         {"type": "RUN_STARTED", "threadId": "t1", "runId": "r2", "timestamp": T0 + 60_000},
-        {"type": "TOOL_CALL_RESULT", "messageId": "m3", "toolCallId": "c1",
-         "content": s["tool_result"]},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "messageId": "m3",
+            "toolCallId": "c1",
+            "content": s["tool_result"],
+        },
         {"type": "RUN_ERROR", "message": s["run_error"]},
     ]
 
@@ -85,5 +134,6 @@ def test_role_references_are_kept_as_they_are(tmp_path: Path) -> None:
     protect = ref_protector(engine, Config())
 
     assert ("role:release-owner", True) == (
-        protect("role:release-owner"), protect("jane@example.com").startswith("hmac-sha256:"),
+        protect("role:release-owner"),
+        protect("jane@example.com").startswith("hmac-sha256:"),
     )

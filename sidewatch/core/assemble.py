@@ -84,7 +84,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         w = _Wait(
             first=f,
             request_id=f.request_id or default_id,
-            action=call.name if call else None,
+            action=f.action or (call.name if call else None),
             digest=f.digest or (call.digest if call else None),
             runs={f.run_id},
         )

@@ -41,6 +41,7 @@ class InterruptFact:
     digest: str | None = None  # a digest the producer supplied in metadata
     handle: bool | None = None  # metadata.resumeHandle: present, null, or not reported
     request_id: str | None = None  # metadata.requestId
+    action: str | None = None  # the gated tool call's name, when the unit held the call
 
 
 @dataclass(frozen=True, slots=True)

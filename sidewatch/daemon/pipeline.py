@@ -13,7 +13,7 @@ from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
 from sidewatch.ingest.agui import Interpreter, Reject
 from sidewatch.ingest.digest import RefProtector
-from sidewatch.ingest.reader import frames
+from sidewatch.ingest.reader import frame
 from sidewatch.store.db import store_secret
 from sidewatch.store.repo import RejectedLine, Store
 
@@ -52,10 +52,7 @@ def ingest_unit(
 ) -> IngestSummary:
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors."""
     with store.unit(source, received_at) as writer:
-        interp = Interpreter(received_at, writer.seq_base, protect)
-        for line_no, raw in frames(body, media_type):
-            interp.feed(line_no, raw)
-        res = interp.finish()
+        res = Interpreter(received_at, writer.seq_base, protect).read(frame(body, media_type))
         writer.write(
             res.facts,
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],

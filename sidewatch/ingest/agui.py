@@ -14,17 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
-from ag_ui.core import (
-    CustomEvent,
-    EventType,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+from ag_ui.core import EventType, RunAgentInput, RunFinishedInterruptOutcome
 from pydantic import BaseModel, ValidationError
 
 from sidewatch.core.facts import (
@@ -41,14 +31,15 @@ from sidewatch.core.model import Code
 from sidewatch.ingest.digest import action_digest
 from sidewatch.ingest.evidence import EvidenceError, read_evidence
 from sidewatch.ingest.payload import decision_of
+from sidewatch.ingest.reader import Framed
 
 # Known events that carry nothing about waits, by the `kind` they are counted under.
 _SKIPPED: dict[bytes, str] = {}
 for _t in EventType:
     _name = _t.value
     _kind = {
-        "TEXT": "text",
-        "REASONING": "reasoning",
+        "TEXT": "content",
+        "REASONING": "content",
         "STATE": "state",
         "MESSAGES": "state",
         "ACTIVITY": "activity",
@@ -65,9 +56,12 @@ for _name in (
     "THINKING_TEXT_MESSAGE_CONTENT",
     "THINKING_TEXT_MESSAGE_END",
 ):
-    _SKIPPED[_name.encode()] = "reasoning"
+    _SKIPPED[_name.encode()] = "content"
 _SKIPPED_STR = {k.decode(): v for k, v in _SKIPPED.items()}
+_SKIP_KINDS = frozenset({*_SKIPPED.values(), "custom"})
 _PREFIX = b'{"type":"'
+# Model output (text and reasoning token deltas) is most of a stream: dropped in one pass.
+_BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -113,12 +107,53 @@ class Interpreter:
         self.result = UnitResult()
         self._ctx: tuple[str, str] | None = None  # (thread, run) of the latest start or input
         self._threads: dict[str, str] = {}  # run -> thread, as seen in this unit
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, _Call] = {}  # open tool calls: arguments held in memory only
+        self._ended: dict[str, tuple[_Call, str]] = {}  # ended calls: name and digest
 
     # -- entry points ------------------------------------------------------------------
 
+    def read(self, framed: Framed) -> UnitResult:
+        """Interpret a whole framed unit. The bulk of an agent's stream (text and reasoning
+        deltas) is dropped in one pass per family, counted but never parsed."""
+        res, lines = self.result, framed.lines
+        if lines:
+            kept = [i for i, line in enumerate(lines, 1) if not line.startswith(_BULK)]
+            if len(kept) != len(lines):
+                res.kinds["content"] += len(lines) - len(kept)
+                res.skipped += len(lines) - len(kept)
+            feed = self.feed
+            for i in kept:
+                feed(i, lines[i - 1])
+        for n, raw in framed.items:
+            self.feed(n, raw)
+        return self.finish()
+
     def feed(self, line_no: int, raw: bytes | Any) -> None:
         res = self.result
+        if isinstance(raw, bytes) and raw[:9] == _PREFIX:
+            # The AG-UI encoder writes "type" first: dispatch on it before parsing anything.
+            typ = raw[9 : raw.find(b'"', 9)]
+            kind = _SKIPPED.get(typ)
+            if kind is not None:  # irrelevant: counted, never parsed
+                res.kinds[kind] += 1
+                res.skipped += 1
+                return
+            handler = _BYTE_HANDLERS.get(typ)
+            if handler is not None:
+                try:
+                    kind = handler(self, line_no, orjson.loads(raw))
+                except orjson.JSONDecodeError as e:
+                    res.rejects.append(Reject(line_no, "not_json", f"not JSON: {e}"))
+                    return
+                except _LineError as e:
+                    res.rejects.append(Reject(line_no, e.reason, e.error))
+                    return
+                res.kinds[kind] += 1
+                if kind in _SKIP_KINDS:
+                    res.skipped += 1
+                else:
+                    res.accepted += 1
+                return
         if isinstance(raw, bytes):
             line = raw.strip()
             if not line:
@@ -142,7 +177,7 @@ class Interpreter:
             res.rejects.append(Reject(line_no, e.reason, e.error))
             return
         res.kinds[kind] += 1
-        if kind in _SKIPPED_STR.values() or kind == "custom":
+        if kind in _SKIP_KINDS:
             res.skipped += 1
         else:
             res.accepted += 1
@@ -150,6 +185,11 @@ class Interpreter:
     def finish(self) -> UnitResult:
         for call_id in list(self._calls):
             self._end_call(call_id)  # a stream cut before TOOL_CALL_END still has an action
+        # Calls no interrupt of this unit claimed are kept (name and digest only) for an
+        # interrupt that may arrive in a later unit.
+        for call_id, (call, digest) in self._ended.items():
+            self._emit(ToolCallFact(call_id, call.run_id, call.name, digest, call.at, call.seq))
+        self._ended.clear()
         return self.result
 
     # -- one line ----------------------------------------------------------------------
@@ -218,59 +258,71 @@ class Interpreter:
             )
 
     def _run_started(self, n: int, obj: dict[str, Any]) -> str:
-        ev = _valid(RunStartedEvent, obj, "RUN_STARTED")
+        thread, run = _need(obj, "threadId", "RUN_STARTED"), _need(obj, "runId", "RUN_STARTED")
         at = self._at(obj)
-        self._set_ctx(ev.thread_id, ev.run_id)
-        if ev.input is not None:
-            self._input(ev.input, n, {"timestamp": obj.get("timestamp")})
-        self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.STARTED, at, self.seq_base + n))
+        self._set_ctx(thread, run)
+        if obj.get("input") is not None:
+            inp = _valid(RunAgentInput, obj["input"], "RUN_STARTED: input")
+            self._input(inp, n, {"timestamp": obj.get("timestamp")})
+        self._emit(RunFact(run, thread, RunMark.STARTED, at, self.seq_base + n))
         return "run"
 
     def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
-        ev = _valid(RunFinishedEvent, obj, "RUN_FINISHED")
+        thread, run = _need(obj, "threadId", "RUN_FINISHED"), _need(obj, "runId", "RUN_FINISHED")
         at, seq = self._at(obj), self.seq_base + n
-        self._threads[ev.run_id] = ev.thread_id
-        outcome = ev.outcome
-        if outcome is None or outcome.type == "success":
-            self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.FINISHED, at, seq))
+        self._threads[run] = thread
+        outcome = obj.get("outcome")
+        kind = outcome.get("type") if isinstance(outcome, dict) else outcome
+        if kind is None or kind == "success":
+            self._emit(RunFact(run, thread, RunMark.FINISHED, at, seq))
             return "run"
-        if outcome.type == "cancelled":
-            self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.CANCELLED, at, seq))
+        if kind == "cancelled":
+            self._emit(RunFact(run, thread, RunMark.CANCELLED, at, seq))
             return "run"
-        self._emit(RunFact(ev.run_id, ev.thread_id, RunMark.INTERRUPTED, at, seq))
+        if kind != "interrupt":
+            raise _LineError(
+                "invalid_field",
+                "RUN_FINISHED: outcome.type: must be success, interrupt or cancelled",
+            )
+        interrupts = _valid(
+            RunFinishedInterruptOutcome, outcome, "RUN_FINISHED: outcome"
+        ).interrupts
+        self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
         seen: set[str] = set()
-        for it in outcome.interrupts:
-            finding = None
+        for it in interrupts:
             if it.id in seen:
-                finding = "duplicate_interrupt_id"
+                self._emit(FindingFact("duplicate_interrupt_id", at, seq, thread, run, it.id))
             seen.add(it.id)
-            if it.tool_call_id is not None and it.tool_call_id in self._calls:
+            action = digest = None
+            if it.tool_call_id is not None:
                 self._end_call(it.tool_call_id)
+                claimed = self._ended.pop(it.tool_call_id, None)
+                if claimed is not None:
+                    action, digest = claimed[0].name, claimed[1]
             meta = it.metadata if isinstance(it.metadata, dict) else {}
             expires = _parse_time(it.expires_at) if it.expires_at is not None else None
             if it.expires_at is not None and expires is None:
-                finding = "expires_at_unparsable"
-            if finding is not None:
-                self._emit(FindingFact(finding, at, seq, ev.thread_id, ev.run_id, it.id))
+                self._emit(FindingFact("expires_at_unparsable", at, seq, thread, run, it.id))
             self._emit(
                 InterruptFact(
-                    thread_id=ev.thread_id,
-                    run_id=ev.run_id,
+                    thread_id=thread,
+                    run_id=run,
                     interrupt_id=it.id,
                     at=at,
                     seq=seq,
                     reason=it.reason,
                     tool_call_id=it.tool_call_id,
                     expires_at=expires,
-                    digest=_meta_digest(meta),
+                    digest=_meta_digest(meta) or digest,
                     handle=(None if "resumeHandle" not in meta else bool(meta["resumeHandle"])),
                     request_id=_str_or_none(meta.get("requestId")),
+                    action=action,
                 )
             )
         return "interrupt"
 
     def _run_error(self, n: int, obj: dict[str, Any]) -> str:
-        _valid(RunErrorEvent, obj, "RUN_ERROR")
+        _need(obj, "message", "RUN_ERROR")  # read for validity only: never kept
         thread, run = self._run(obj, "RUN_ERROR")
         self._emit(RunFact(run, thread, RunMark.ERROR, self._at(obj), self.seq_base + n))
         return "run"
@@ -278,11 +330,10 @@ class Interpreter:
     # -- tool calls: only the name and digest survive ----------------------------------
 
     def _tool_start(self, n: int, obj: dict[str, Any]) -> str:
-        ev = _valid(ToolCallStartEvent, obj, "TOOL_CALL_START")
+        call_id = _need(obj, "toolCallId", "TOOL_CALL_START")
+        name = _need(obj, "toolCallName", "TOOL_CALL_START")
         _, run = self._run(obj, "TOOL_CALL_START")
-        self._calls[ev.tool_call_id] = _Call(
-            ev.tool_call_name, run, self._at(obj), self.seq_base + n, []
-        )
+        self._calls[call_id] = _Call(name, run, self._at(obj), self.seq_base + n, [])
         return "tool_call"
 
     def _tool_args(self, n: int, obj: dict[str, Any]) -> str:
@@ -297,8 +348,7 @@ class Interpreter:
         return "tool_call"
 
     def _tool_end(self, n: int, obj: dict[str, Any]) -> str:
-        ev = _valid(ToolCallEndEvent, obj, "TOOL_CALL_END")
-        self._end_call(ev.tool_call_id)
+        self._end_call(_need(obj, "toolCallId", "TOOL_CALL_END"))
         return "tool_call"
 
     def _tool_chunk(self, n: int, obj: dict[str, Any]) -> str:
@@ -311,30 +361,31 @@ class Interpreter:
         return "tool_call"
 
     def _tool_result(self, n: int, obj: dict[str, Any]) -> str:
-        ev = _valid(ToolCallResultEvent, obj, "TOOL_CALL_RESULT")
+        call_id = _need(obj, "toolCallId", "TOOL_CALL_RESULT")
         thread, run = self._run(obj, "TOOL_CALL_RESULT")
-        self._emit(ToolResultFact(thread, run, ev.tool_call_id, self._at(obj), self.seq_base + n))
+        self._emit(ToolResultFact(thread, run, call_id, self._at(obj), self.seq_base + n))
         return "tool_call"
 
     def _end_call(self, call_id: str) -> None:
         call = self._calls.pop(call_id, None)
-        if call is not None:
-            digest = action_digest(call.name, "".join(call.args))
-            self._emit(ToolCallFact(call_id, call.run_id, call.name, digest, call.at, call.seq))
+        if call is not None:  # the arguments are dropped here, once digested
+            self._ended[call_id] = (call, action_digest(call.name, "".join(call.args)))
 
     # -- CUSTOM: sidewatch evidence events ------------------------------------------------
 
     def _custom(self, n: int, obj: dict[str, Any]) -> str:
-        ev = _valid(CustomEvent, obj, "CUSTOM")
-        if not ev.name.startswith("sidewatch."):
+        name = _need(obj, "name", "CUSTOM")
+        if not name.startswith("sidewatch."):
             return "custom"
+        if "value" not in obj:
+            raise _LineError("invalid_field", "CUSTOM: value: Field required")
         at = self._at(obj)
         try:
             fact = read_evidence(
-                ev.name, ev.value, at, self.seq_base + n, "timestamp" in obj, self.protect_ref
+                name, obj["value"], at, self.seq_base + n, "timestamp" in obj, self.protect_ref
             )
         except EvidenceError as e:
-            raise _LineError(e.reason, f"{ev.name[:60]}: {e}") from e
+            raise _LineError(e.reason, f"{name[:60]}: {e}") from e
         self._emit(fact)
         return "evidence"
 
@@ -350,9 +401,19 @@ _HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], str]] = {
     "TOOL_CALL_RESULT": Interpreter._tool_result,
     "CUSTOM": Interpreter._custom,
 }
+_BYTE_HANDLERS = {k.encode(): v for k, v in _HANDLERS.items()}
 
 
-def _valid(model: type[M], obj: dict[str, Any], what: str) -> M:
+def _need(obj: dict[str, Any], key: str, what: str) -> str:
+    """A required string field, checked by hand on the hot path (pydantic's wording)."""
+    v = obj.get(key)
+    if isinstance(v, str):
+        return v
+    problem = "Field required" if v is None else "Input should be a valid string"
+    raise _LineError("invalid_field", f"{what}: {key}: {problem}")
+
+
+def _valid(model: type[M], obj: Any, what: str) -> M:
     try:
         return model.model_validate(obj)
     except ValidationError as e:

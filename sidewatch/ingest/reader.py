@@ -11,6 +11,7 @@ import gzip
 import sys
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -20,6 +21,7 @@ from sidewatch.errors import InputError
 Line = tuple[int, bytes | Any]  # (line number, raw bytes or an already-parsed value)
 
 _SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/ndjson")
 
 
 def gunzip(body: bytes, limit: int | None = None) -> bytes:
@@ -32,6 +34,48 @@ def gunzip(body: bytes, limit: int | None = None) -> bytes:
     if limit and (d.unconsumed_tail or len(out) > limit):
         raise InputError(f"body inflates past the limit of {limit} bytes")
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Framed:
+    """A framed unit: NDJSON as its raw lines (line i+1 is `lines[i]`), anything else as
+    numbered values."""
+
+    lines: list[bytes] = field(default_factory=list)
+    items: list[Line] = field(default_factory=list)
+
+
+def frame(body: bytes, media_type: str | None = None) -> Framed:
+    """The unit's lines: NDJSON stays a list of raw lines, so that the interpreter can drop
+    the bulk of irrelevant events in one pass without a Python call per line."""
+    if body[:2] == b"\x1f\x8b":
+        body = gunzip(body)
+    if _is_ndjson(body, media_type):
+        return Framed(lines=body.split(b"\n"))
+    return Framed(items=list(frames(body, media_type)))
+
+
+def _is_ndjson(body: bytes, media_type: str | None) -> bool:
+    if media_type is not None:
+        return media_type in NDJSON_TYPES
+    head = body[:64].lstrip()
+    if head.startswith((*_SSE_FIELDS, b"[")):
+        return False
+    if not head.startswith(b"{"):
+        return True
+    # NDJSON, unless the first line is not a whole object and the body is one spread object.
+    nl = body.find(b"\n")
+    if nl < 0 or _parses(body[:nl]):
+        return True
+    return not _parses(body)
+
+
+def _parses(text: bytes) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:

@@ -57,6 +57,7 @@ class InterruptRow(SQLModel, table=True):
     digest: str | None = Field(default=None, max_length=128)
     handle: bool | None = None
     request_id: str | None = Field(default=None, max_length=512, index=True)
+    action: str | None = Field(default=None, max_length=256)
 
 
 class ToolCallRow(SQLModel, table=True):

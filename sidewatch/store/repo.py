@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, func, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import (
@@ -88,14 +88,12 @@ class UnitWriter:
         accepted: int,
         skipped: int,
     ) -> None:
-        rows: dict[type, list[dict[str, Any]]] = defaultdict(list)
+        rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
         for fact in facts:
-            row = {name: getattr(fact, name) for name in _FIELDS[type(fact)]}
-            if isinstance(fact, FindingFact):
-                row["key"] = _finding_key(fact)
-            rows[type(fact)].append(row)
+            rows[type(fact)].append(_ROW[type(fact)](fact))
         for kind, batch in rows.items():
-            self.conn.execute(_insert_ignore(self.conn, _TABLES[kind]), batch)
+            # Straight to the driver's executemany: the hot path of ingest.
+            self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
         if rejects:
             self.conn.execute(
                 insert(_table(RejectRow)),
@@ -122,15 +120,33 @@ class UnitWriter:
         )
 
 
-def _finding_key(f: FindingFact) -> str:
+def _finding_row(f: Any) -> tuple[Any, ...]:
     ident = f"{f.rule}\0{f.thread_id}\0{f.run_id}\0{f.interrupt_id}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:32]
+    return (*_plain(FindingFact)(f), hashlib.sha256(ident.encode()).hexdigest()[:32])
 
 
-def _insert_ignore(conn: Connection, table: Table) -> Any:
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    return sqlite.insert(table).on_conflict_do_nothing()
+def _plain(kind: type) -> Callable[[Any], tuple[Any, ...]]:
+    return attrgetter(*_FIELDS[kind])
+
+
+_ROW: dict[type, Callable[[Any], tuple[Any, ...]]] = {k: _plain(k) for k in _TABLES}
+_ROW[FindingFact] = _finding_row
+_COLUMNS = {k: (*_FIELDS[k], "key") if k is FindingFact else _FIELDS[k] for k in _TABLES}
+_SQL: dict[tuple[str, type], str] = {}
+
+
+def _insert_sql(conn: Connection, kind: type) -> str:
+    """INSERT … ON CONFLICT DO NOTHING in the driver's own parameter style (natural keys)."""
+    key = (conn.dialect.name, kind)
+    if key not in _SQL:
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        cols = _COLUMNS[kind]
+        # Table and column names come from our own models, never from input.
+        _SQL[key] = (
+            f"INSERT INTO {_TABLES[kind].name} ({', '.join(cols)}) "  # noqa: S608
+            f"VALUES ({', '.join(mark for _ in cols)}) ON CONFLICT DO NOTHING"
+        )
+    return _SQL[key]
 
 
 class Store:
@@ -190,6 +206,7 @@ def _load_threads(conn: Connection) -> list[ThreadFacts]:
                 r["digest"],
                 r["handle"],
                 r["request_id"],
+                r["action"],
             )
         )
     if not interrupts:

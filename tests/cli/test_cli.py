@@ -78,11 +78,27 @@ def test_reference_audit_deploy_verdict_matches_the_interface_example(db: str) -
         "owner": "runtime_owner",
         "uncertain": False,
         "missing": [],
-    } == {k: deploy[k] for k in ("requestId", "runId", "action", "reason", "state", "closed",
-                                 "owner", "uncertain", "missing")}
+    } == {
+        k: deploy[k]
+        for k in (
+            "requestId",
+            "runId",
+            "action",
+            "reason",
+            "state",
+            "closed",
+            "owner",
+            "uncertain",
+            "missing",
+        )
+    }
     ev = deploy["evidence"]
     assert ("accept", "2026-07-26T16:20:00Z", None, False, "delivered", "role:release-owner") == (
-        ev["decision"], ev["decidedAt"], ev["receiptAt"], ev["continuationFailed"], ev["route"],
+        ev["decision"],
+        ev["decidedAt"],
+        ev["receiptAt"],
+        ev["continuationFailed"],
+        ev["route"],
         ev["approverRef"],
     )
     assert ev["actionDigest"].startswith("sha256:")
@@ -92,7 +108,7 @@ def test_ingesting_the_same_file_twice_changes_nothing(db: str) -> None:
     run("ingest", "--db", db, str(FIXTURE))
     first = audit_json(db)
 
-    code, out = run("ingest", "--db", db, str(FIXTURE))
+    code, _ = run("ingest", "--db", db, str(FIXTURE))
 
     assert 0 == code
     assert first == audit_json(db)

@@ -7,8 +7,22 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sidewatch"
-FORBIDDEN_IN_CORE = {"time", "os", "sys", "io", "pathlib", "socket", "sqlite3", "sqlalchemy",
-                     "sqlmodel", "random", "secrets", "subprocess", "yaml", "click"}
+FORBIDDEN_IN_CORE = {
+    "time",
+    "os",
+    "sys",
+    "io",
+    "pathlib",
+    "socket",
+    "sqlite3",
+    "sqlalchemy",
+    "sqlmodel",
+    "random",
+    "secrets",
+    "subprocess",
+    "yaml",
+    "click",
+}
 # Which sidewatch packages each layer may import (config and errors are allowed everywhere).
 ALLOWED = {
     "core": {"core"},

@@ -12,9 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-PG_ADMIN = os.environ.get(
-    "SIDEWATCH_TEST_PG", "host=127.0.0.1 port=5432 user=postgres dbname=test"
-)
+PG_ADMIN = os.environ.get("SIDEWATCH_TEST_PG", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 _PARAMS = dict(p.split("=", 1) for p in PG_ADMIN.split())
 
 

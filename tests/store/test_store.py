@@ -18,8 +18,21 @@ from sidewatch.store.repo import Store
 
 FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "seed-audit.ndjson"
 AT = 1_785_083_400_000  # 2026-07-26T16:30:00Z
-TABLES = {"unit", "line_count", "reject", "interrupt", "tool_call", "run_fact", "answer",
-          "tool_result", "signal", "heartbeat", "finding", "meta", "alembic_version"}
+TABLES = {
+    "unit",
+    "line_count",
+    "reject",
+    "interrupt",
+    "tool_call",
+    "run_fact",
+    "answer",
+    "tool_result",
+    "signal",
+    "heartbeat",
+    "finding",
+    "meta",
+    "alembic_version",
+}
 
 
 def test_the_migration_creates_every_table(db_url: str) -> None:
@@ -44,7 +57,9 @@ def test_the_reference_audit_is_the_same_on_every_store(db_url: str) -> None:
     store = Store(engine)
     ingest_unit(store, "seed", FIXTURE.read_bytes(), AT, ref_protector(engine, Config()))
 
-    states = {a.verdict.request_id: a.verdict.state.value for a in audit(store, (DEFAULT_POLICY,), AT)}
+    states = {
+        a.verdict.request_id: a.verdict.state.value for a in audit(store, (DEFAULT_POLICY,), AT)
+    }
     engine.dispose()
 
     assert {

@@ -78,6 +78,7 @@ def upgrade() -> None:
         sa.Column("digest", sa.String(length=128), nullable=True),
         sa.Column("handle", sa.Boolean(), nullable=True),
         sa.Column("request_id", sa.String(length=512), nullable=True),
+        sa.Column("action", sa.String(length=256), nullable=True),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("thread_id", "run_id", "interrupt_id"),
     )
