@@ -223,10 +223,23 @@ class Interpreter:
 
     def _run(self, obj: dict[str, Any], what: str) -> tuple[str, str]:
         thread, run = obj.get("threadId"), obj.get("runId")
-        if isinstance(run, str) and not isinstance(thread, str):
-            thread = self._threads.get(run)
         if isinstance(thread, str) and isinstance(run, str):
             return thread, run
+        if isinstance(run, str):  # a run named inline is that run, never the one in context
+            known = self._threads.get(run)
+            if known is None:
+                raise _LineError(
+                    "no_run_context",
+                    f"{what} names runId {run[:60]!r}, which this unit has not started: "
+                    "add its threadId",
+                )
+            return known, run
+        if isinstance(thread, str) and (self._ctx is None or self._ctx[0] != thread):
+            raise _LineError(
+                "no_run_context",
+                f"{what} names threadId {thread[:60]!r} but no runId, and the run in "
+                "context is of another thread",
+            )
         if self._ctx is None:
             raise _LineError(
                 "no_run_context",
