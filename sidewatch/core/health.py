@@ -276,7 +276,9 @@ def _evaluate(
     th = policy.thresholds
     if acc.accept is not None:
         decided = acc.accept.at
-        if _accept_stale(acc, ev):
+        # An accept consumed while it was current stays consumed: a later digest change does
+        # not make a failed continuation STALE (RESUMED only ever reopens as STUCK).
+        if not acc.consumed and _accept_stale(acc, ev):
             return State.STALE, None, t, None
         if acc.last_cont == "failure":
             assert acc.failure_at is not None

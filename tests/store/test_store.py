@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
+from sqlmodel import SQLModel
 
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
@@ -108,3 +111,13 @@ def test_a_unit_that_fails_midway_stores_nothing(db_url: str) -> None:
 def test_an_unreachable_store_is_a_store_error() -> None:
     with pytest.raises(StoreError, match="unavailable"):
         open_store("postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_the_migrations_produce_exactly_the_models_schema(db_url: str) -> None:
+    engine = open_store(db_url)
+
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+    engine.dispose()
+
+    assert [] == diff
