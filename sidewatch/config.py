@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,6 +18,11 @@ from sidewatch.errors import ConfigError
 E = TypeVar("E")
 
 DEFAULT_DB_URL = "sqlite:///./sidewatch.db"
+DEFAULT_LISTEN = "127.0.0.1:9477"
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+DEFAULT_MAX_INFLATED = 64 * 1024 * 1024
+SCOPES = frozenset({"ingest", "read"})
+ENV_TOKENS = {"SIDEWATCH_INGEST_TOKEN": "ingest", "SIDEWATCH_READ_TOKEN": "read"}
 DEFAULT_ROLE_PREFIXES = ("role:", "policy:", "group:", "team:", "queue:", "service:")
 ENV_DB_URL = "SIDEWATCH_DB_URL"
 ENV_REF_KEY = "SIDEWATCH_APPROVER_REF_KEY"
@@ -26,11 +31,25 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
 
 
 @dataclass(frozen=True, slots=True)
+class Token:
+    """A bearer token and what it may do (`ingest`, `read`)."""
+
+    name: str
+    secret: str = field(repr=False)
+    scopes: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     db_url: str = DEFAULT_DB_URL
     policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
     approver_ref_key: str | None = None  # None: a random per-store key is generated
     role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
+    listen: str = DEFAULT_LISTEN
+    tokens: tuple[Token, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED
+    audit_interval_ms: int = 30_000
 
 
 def parse_duration(value: Any) -> int:
@@ -51,7 +70,7 @@ def parse_duration(value: Any) -> int:
     raise ValueError(f"{value!r} is not a duration such as 30s, 5m or 1h")
 
 
-_TOP_KEYS = {"store", "policies", "privacy"}
+_TOP_KEYS = {"store", "policies", "privacy", "server", "auditor"}
 _POLICY_KEYS = {
     "name",
     "match",
@@ -98,6 +117,27 @@ def load_config(
         problems.append(f"privacy.{k}: unknown key")
 
     policies = _policies(data.get("policies"), problems)
+    server = _section(data, "server", problems)
+    for name in sorted(set(server) - {"listen", "tokens", "maxBodyBytes", "maxInflatedBytes"}):
+        problems.append(f"server.{name}: unknown key")
+    listen = server.get("listen", DEFAULT_LISTEN)
+    if not isinstance(listen, str) or not _LISTEN.match(listen):
+        problems.append("server.listen: must be HOST:PORT, e.g. 127.0.0.1:9477")
+        listen = DEFAULT_LISTEN
+    limits = [
+        _size(server, k, d, problems)
+        for k, d in (
+            ("maxBodyBytes", DEFAULT_MAX_BODY),
+            ("maxInflatedBytes", DEFAULT_MAX_INFLATED),
+        )
+    ]
+    tokens = _tokens(server.get("tokens"), env, problems)
+    auditor = _section(data, "auditor", problems)
+    for name in sorted(set(auditor) - {"interval"}):
+        problems.append(f"auditor.{name}: unknown key")
+    interval = _dur(auditor, "interval", 30_000, "auditor", problems)
+    if interval < 1000:
+        problems.append("auditor.interval: must be at least 1s")
     if problems:
         raise ConfigError(problems, source)
     return Config(
@@ -105,7 +145,59 @@ def load_config(
         policies=policies,
         approver_ref_key=key,
         role_prefixes=tuple(prefixes),
+        listen=listen,
+        tokens=tokens,
+        max_body_bytes=limits[0],
+        max_inflated_bytes=limits[1],
+        audit_interval_ms=interval,
     )
+
+
+_LISTEN = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})$")
+
+
+def _size(section: Mapping[str, Any], key: str, default: int, problems: list[str]) -> int:
+    v = section.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1024:
+        problems.append(f"server.{key}: must be a number of bytes, at least 1024")
+        return default
+    return v
+
+
+def _tokens(raw: Any, env: Mapping[str, str], problems: list[str]) -> tuple[Token, ...]:
+    out: list[Token] = []
+    if raw is not None and not isinstance(raw, list):
+        problems.append("server.tokens: must be a list of {name, scopes, token | tokenEnv}")
+        raw = []
+    for n, item in enumerate(raw or []):
+        where = f"server.tokens[{n}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: must be a mapping")
+            continue
+        for k in sorted(set(item) - {"name", "scopes", "token", "tokenEnv"}):
+            problems.append(f"{where}.{k}: unknown key")
+        name = item.get("name") if isinstance(item.get("name"), str) else f"token-{n}"
+        scopes = item.get("scopes")
+        if not isinstance(scopes, list) or not scopes or not set(scopes) <= SCOPES:
+            problems.append(f"{where}.scopes: must be a non-empty list of ingest, read")
+            scopes = []
+        secret = item.get("token")
+        if "tokenEnv" in item:
+            secret = env.get(str(item["tokenEnv"]))
+            if not secret:
+                problems.append(f"{where}.tokenEnv: the variable {item['tokenEnv']} is not set")
+        if not isinstance(secret, str) or len(secret) < 16:
+            if "tokenEnv" not in item:
+                problems.append(f"{where}.token: must be a string of at least 16 characters")
+            continue
+        out.append(Token(str(name), secret, frozenset(scopes)))
+    for var, scope in ENV_TOKENS.items():
+        if env.get(var):
+            if len(env[var]) < 16:
+                problems.append(f"{var}: must be at least 16 characters")
+            else:
+                out.append(Token(var.lower(), env[var], frozenset({scope})))
+    return tuple(out)
 
 
 def _section(data: Mapping[str, Any], name: str, problems: list[str]) -> Mapping[str, Any]:

@@ -7,6 +7,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import wraps
 from importlib.resources import files
@@ -50,14 +51,7 @@ def _one_line_errors(fn: F) -> F:
 
 def _config(config_path: str | None, db: str | None) -> Config:
     cfg = load_config(read_config_file(config_path), os.environ, config_path or "config")
-    if db:
-        cfg = Config(
-            db_url=db,
-            policies=cfg.policies,
-            approver_ref_key=cfg.approver_ref_key,
-            role_prefixes=cfg.role_prefixes,
-        )
-    return cfg
+    return replace(cfg, db_url=db) if db else cfg
 
 
 def _parse_at(value: str | None) -> int:
@@ -207,6 +201,35 @@ def demo(fmt: str) -> None:
         )
         _print_audit(store, cfg, _parse_at(DEMO_AT), fmt, False)
         engine.dispose()
+
+
+@cli.command()
+@config_option
+@db_option
+@click.option(
+    "--listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Address to serve on (default 127.0.0.1:9477, or server.listen).",
+)
+@_one_line_errors
+def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
+    """Run the daemon: HTTP ingest and read API, /metrics, and the scheduled auditor.
+
+    \b
+    POST /v1/events          one ingest unit (NDJSON, JSON, SSE; gzip allowed)
+    GET  /v1/waits           verdicts now (?state=S&open=true&limit=N)
+    GET  /v1/waits/{id}      one wait with its evidence timeline and transitions
+    GET  /metrics            Prometheus metrics
+    GET  /healthz, /readyz   liveness and readiness
+
+    Without tokens it listens on loopback only. SIGTERM drains requests, finishes the
+    running audit tick and closes the store.
+    """
+    from sidewatch.daemon.serve import serve as run_daemon  # noqa: PLC0415 (load uvicorn only here)
+
+    cfg = _config(config_path, db)
+    run_daemon(replace(cfg, listen=listen) if listen else cfg)
 
 
 @cli.command(name="check-config")

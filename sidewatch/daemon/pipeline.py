@@ -24,6 +24,7 @@ class IngestSummary:
     accepted: int
     skipped: int
     rejects: tuple[Reject, ...]
+    kinds: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ def ingest_unit(
             res.accepted,
             res.skipped,
         )
-    return IngestSummary(source, res.accepted, res.skipped, tuple(res.rejects))
+    return IngestSummary(source, res.accepted, res.skipped, tuple(res.rejects), dict(res.kinds))
 
 
 def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:

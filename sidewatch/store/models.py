@@ -155,3 +155,54 @@ class Meta(SQLModel, table=True):
 
     key: str = Field(primary_key=True, max_length=64)
     value: str = Field(max_length=512)
+
+
+# ---------------------------------------------------------------------------------------
+# The auditor's own records: the current verdict of every wait, its transitions, and which
+# threads have new evidence since the auditor last looked at them.
+
+
+class WaitState(SQLModel, table=True):
+    """The latest verdict of a wait, as the scheduled auditor last recorded it. `due_at` is
+    when time alone would next change it (indexed: a tick finds what is due without a scan)."""
+
+    __tablename__ = "wait_state"
+    __table_args__ = (
+        Index("ix_wait_state_due", "due_at"),
+        Index("ix_wait_state_open_since", "closed", "state", "since"),
+    )
+    request_id: str = Field(primary_key=True, max_length=512)
+    thread_id: str = Field(max_length=256, index=True)
+    policy: str = Field(max_length=128)
+    state: str = Field(max_length=32)
+    closed: bool
+    since: int = Field(sa_type=Ms)
+    due_at: int | None = Field(default=None, sa_type=Ms)
+    requested_at: int = Field(sa_type=Ms)
+    decided_at: int | None = Field(default=None, sa_type=Ms)
+    receipt_at: int | None = Field(default=None, sa_type=Ms)
+    evaluated_at: int = Field(sa_type=Ms)
+
+
+class TransitionRow(SQLModel, table=True):
+    """A wait entered `to_state` at `at` (by the evidence); recorded by the auditor at
+    `recorded_at` with the evidence and thresholds of that verdict (JSON, content-free)."""
+
+    __tablename__ = "transition"
+    id: int | None = Field(default=None, primary_key=True)
+    request_id: str = Field(max_length=512, index=True)
+    from_state: str | None = Field(default=None, max_length=32)
+    to_state: str = Field(max_length=32)
+    at: int = Field(sa_type=Ms, index=True)
+    recorded_at: int = Field(sa_type=Ms)
+    policy: str = Field(max_length=128)
+    thresholds: str = Field(max_length=512)
+    evidence: str = Field(max_length=4096)
+
+
+class DirtyThread(SQLModel, table=True):
+    """A thread with evidence the auditor has not classified yet (`mark`: the newest unit)."""
+
+    __tablename__ = "dirty_thread"
+    thread_id: str = Field(primary_key=True, max_length=256)
+    mark: int = Field(sa_type=Ms)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -21,15 +21,13 @@ from sidewatch.core.facts import (
     HeartbeatFact,
     InterruptFact,
     RunFact,
-    RunMark,
     SignalFact,
-    SignalKind,
     ThreadFacts,
     ToolCallFact,
     ToolResultFact,
 )
-from sidewatch.core.model import Code
 from sidewatch.errors import StoreError
+from sidewatch.store.load import load_threads
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -94,6 +92,7 @@ class UnitWriter:
         for kind, batch in rows.items():
             # Straight to the driver's executemany: the hot path of ingest.
             self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
+        self._mark_dirty(facts)
         if rejects:
             self.conn.execute(
                 insert(_table(RejectRow)),
@@ -118,6 +117,47 @@ class UnitWriter:
             .where(unit.c.id == self.unit_id)
             .values(accepted=accepted, skipped=skipped, rejected=len(rejects))
         )
+
+    def _mark_dirty(self, facts: Sequence[Fact]) -> None:
+        """Tell the auditor which threads have new evidence, in the unit's own transaction."""
+        threads: set[str] = set()
+        refs: set[str] = set()
+        for f in facts:
+            if isinstance(f, SignalFact) and f.thread_id is None and f.request_id is not None:
+                refs.add(f.request_id)
+            else:
+                thread = getattr(f, "thread_id", None)
+                if thread is not None:
+                    threads.add(thread)
+        if refs:
+            threads |= _threads_of_refs(self.conn, refs)
+        if threads:
+            self.conn.exec_driver_sql(_dirty_sql(self.conn), [(t,) for t in threads])
+
+
+def _threads_of_refs(conn: Connection, refs: set[str]) -> set[str]:
+    """The threads whose waits a requestId may name: by metadata.requestId, else by the
+    default `{threadId}/{interruptId}[@{runId}]` form."""
+    table = _table(InterruptRow)
+    found = {
+        r[1]: r[0]
+        for r in conn.execute(
+            select(table.c.thread_id, table.c.request_id).where(table.c.request_id.in_(refs))
+        )
+    }
+    out = set(found.values())
+    for ref in refs - set(found):
+        out.add(ref.split("@", 1)[0].rsplit("/", 1)[0])
+    return out
+
+
+def _dirty_sql(conn: Connection) -> str:
+    # A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
+    sql = (
+        "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
+        "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
+    )
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
 
 
 def _finding_row(f: Any) -> tuple[Any, ...]:
@@ -177,122 +217,10 @@ class Store:
                 for t in _TABLES.values()
             }
 
-    def threads(self) -> list[ThreadFacts]:
-        """Every thread that has announced a wait, with all of its facts."""
+    def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
+        """Every thread (or the named ones) that has announced a wait, with all its facts."""
         try:
             with self.engine.connect() as conn:
-                return _load_threads(conn)
+                return load_threads(conn, thread_ids)
         except OperationalError as e:
             raise StoreError(f"store unavailable: {e.orig}") from e
-
-
-def _rows(conn: Connection, model: Any) -> Iterator[Any]:
-    return iter(conn.execute(select(_table(model))).mappings())
-
-
-def _load_threads(conn: Connection) -> list[ThreadFacts]:
-    interrupts: dict[str, list[InterruptFact]] = defaultdict(list)
-    for r in _rows(conn, InterruptRow):
-        interrupts[r["thread_id"]].append(
-            InterruptFact(
-                r["thread_id"],
-                r["run_id"],
-                r["interrupt_id"],
-                r["at"],
-                r["seq"],
-                r["reason"],
-                r["tool_call_id"],
-                r["expires_at"],
-                r["digest"],
-                r["handle"],
-                r["request_id"],
-                r["action"],
-            )
-        )
-    if not interrupts:
-        return []
-    by_ref: dict[str, str] = {}  # every requestId a wait may have -> its thread
-    run_thread: dict[str, str] = {}
-    for thread, its in interrupts.items():
-        for i in its:
-            run_thread[i.run_id] = thread
-            for ref in (
-                i.request_id,
-                f"{thread}/{i.interrupt_id}",
-                f"{thread}/{i.interrupt_id}@{i.run_id}",
-            ):
-                if ref is not None:
-                    by_ref[ref] = thread
-
-    runs: dict[str, list[RunFact]] = defaultdict(list)
-    for r in _rows(conn, RunRow):
-        runs[r["thread_id"]].append(
-            RunFact(r["run_id"], r["thread_id"], RunMark(r["mark"]), r["at"], r["seq"])
-        )
-        run_thread.setdefault(r["run_id"], r["thread_id"])
-    calls: dict[str, list[ToolCallFact]] = defaultdict(list)
-    for r in _rows(conn, ToolCallRow):
-        call_thread = run_thread.get(r["run_id"])
-        if call_thread is not None and call_thread in interrupts:
-            calls[call_thread].append(
-                ToolCallFact(
-                    r["tool_call_id"], r["run_id"], r["name"], r["digest"], r["at"], r["seq"]
-                )
-            )
-    answers: dict[str, list[AnswerFact]] = defaultdict(list)
-    for r in _rows(conn, AnswerRow):
-        answers[r["thread_id"]].append(
-            AnswerFact(
-                r["thread_id"],
-                r["run_id"],
-                r["interrupt_id"],
-                Code(r["code"]),
-                r["at"],
-                r["seq"],
-                r["digest"],
-            )
-        )
-    results: dict[str, list[ToolResultFact]] = defaultdict(list)
-    for r in _rows(conn, ToolResultRow):
-        results[r["thread_id"]].append(
-            ToolResultFact(r["thread_id"], r["run_id"], r["tool_call_id"], r["at"], r["seq"])
-        )
-    signals: dict[str, list[SignalFact]] = defaultdict(list)
-    for r in _rows(conn, SignalRow):
-        owner = by_ref.get(r["request_id"]) if r["request_id"] else r["thread_id"]
-        if owner is None:
-            continue  # names a wait not seen yet: kept, applied when it appears
-        signals[owner].append(
-            SignalFact(
-                SignalKind(r["kind"]),
-                r["at"],
-                r["seq"],
-                r["request_id"],
-                r["thread_id"],
-                r["interrupt_id"],
-                r["approver_ref"],
-                r["delivered"],
-                r["acknowledged"],
-                Code(r["code"]) if r["code"] else None,
-                r["digest"],
-                r["key"],
-            )
-        )
-    beats: dict[str, list[HeartbeatFact]] = defaultdict(list)
-    for r in _rows(conn, HeartbeatRow):
-        beats[r["thread_id"]].append(
-            HeartbeatFact(r["thread_id"], r["at"], r["seq"], r["run_id"], r["handle"], r["key"])
-        )
-    return [
-        ThreadFacts(
-            thread_id=thread,
-            interrupts=tuple(its),
-            tool_calls=tuple(calls[thread]),
-            runs=tuple(runs[thread]),
-            answers=tuple(answers[thread]),
-            tool_results=tuple(results[thread]),
-            signals=tuple(signals[thread]),
-            heartbeats=tuple(beats[thread]),
-        )
-        for thread, its in interrupts.items()
-    ]

@@ -35,6 +35,9 @@ TABLES = {
     "finding",
     "meta",
     "alembic_version",
+    "wait_state",
+    "transition",
+    "dirty_thread",
 }
 
 

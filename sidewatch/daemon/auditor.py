@@ -1,0 +1,214 @@
+"""The scheduled auditor: each tick re-classifies only the waits of threads with new evidence
+or whose next time-driven change is due, records every transition with its effective time,
+evidence and thresholds, and publishes a snapshot for the exporters."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+from sidewatch.core.assemble import assemble
+from sidewatch.core.health import classify
+from sidewatch.core.model import CLOSED_STATES, Verdict, WaitEvidence
+from sidewatch.core.policy import Policy, select
+from sidewatch.exporters.snapshot import (
+    AUDIT_BUCKETS,
+    DECISION_BUCKETS,
+    RESUME_BUCKETS,
+    HistogramAcc,
+    Snapshot,
+)
+from sidewatch.report.verdicts import verdict_json
+from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
+from sidewatch.store.repo import Store
+
+log = logging.getLogger("sidewatch.auditor")
+BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    threads: int
+    waits: int
+    transitions: int
+    errors: int
+    seconds: float
+
+
+class Auditor:
+    """Owns the counters a snapshot is built from; continues them from the store."""
+
+    def __init__(self, store: Store, policies: tuple[Policy, ...]) -> None:
+        self.store = store
+        self.state = AuditState(store.engine)
+        self.policies = policies
+        totals = self.state.totals()
+        self.open_waits: Counter[tuple[str, str]] = totals.open_waits
+        self.closed: Counter[tuple[str, str]] = totals.closed
+        self.transitions: Counter[tuple[str, str]] = totals.transitions
+        self.decision = {p.name: HistogramAcc(DECISION_BUCKETS) for p in policies}
+        self.resume = {p.name: HistogramAcc(RESUME_BUCKETS) for p in policies}
+        for policy, seconds in totals.decision_latencies:
+            self._acc(self.decision, policy, DECISION_BUCKETS).observe(seconds)
+        for policy, seconds in totals.resume_latencies:
+            self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
+        self.duration = HistogramAcc(AUDIT_BUCKETS)
+        self.errors = 0
+        self.ticks = 0
+        self.last_success: float | None = None
+        self.ingest_totals = (totals.ingested, totals.rejected)
+        self.snapshot = self._snapshot()
+
+    def policy_for(self, action: str | None, reason: str | None) -> Policy:
+        return select(self.policies, action, reason)
+
+    @staticmethod
+    def _acc(
+        accs: dict[str, HistogramAcc], policy: str, buckets: tuple[float, ...]
+    ) -> HistogramAcc:
+        if policy not in accs:
+            accs[policy] = HistogramAcc(buckets)
+        return accs[policy]
+
+    def tick(self, now_ms: int, clock: Callable[[], float] = time.time) -> TickReport:
+        """One audit pass at `now_ms`; raises StoreError when the store is unavailable."""
+        start = time.perf_counter()
+        dirty = self.state.dirty()
+        marks = dict(dirty)
+        threads = sorted(marks.keys() | set(self.state.due(now_ms)))
+        waits = transitions = errors = 0
+        for k in range(0, len(threads), BATCH):
+            batch = threads[k : k + BATCH]
+            w, t, e = self._batch(batch, marks, now_ms)
+            waits, transitions, errors = waits + w, transitions + t, errors + e
+        seconds = time.perf_counter() - start
+        self.duration.observe(seconds)
+        self.errors += errors
+        self.ticks += 1
+        self.last_success = clock()
+        self.snapshot = self._snapshot()
+        return TickReport(len(threads), waits, transitions, errors, seconds)
+
+    def _batch(self, threads: list[str], marks: dict[str, int], now: int) -> tuple[int, int, int]:
+        stored = self.state.states(threads)
+        states: list[StoredState] = []
+        records: list[StoredTransition] = []
+        findings: list[tuple[str, str, int]] = []
+        errors = 0
+        for facts in self.store.threads(threads):
+            try:
+                evidence = assemble(facts, self.policy_for).waits
+            except Exception:
+                log.exception("thread %s could not be assembled; skipped", facts.thread_id)
+                errors += 1
+                continue
+            for ev in evidence:
+                if ev.requested_at > now:
+                    continue
+                policy = self.policy_for(ev.action, ev.reason)
+                try:
+                    verdict = classify(ev, policy, now)
+                except Exception:
+                    log.exception("wait %s could not be classified; skipped", ev.request_id)
+                    errors += 1
+                    continue
+                old = stored.get(ev.request_id)
+                states.append(_stored(ev, verdict, now))
+                records += self._record(ev, verdict, old, now)
+                findings += [(rule, ev.request_id, now) for rule in verdict.findings]
+        self.state.save(states, records, findings, [(t, marks[t]) for t in threads if t in marks])
+        return len(states), len(records), errors
+
+    def _record(
+        self, ev: WaitEvidence, v: Verdict, old: StoredState | None, now: int
+    ) -> list[StoredTransition]:
+        policy = v.policy
+        if old is not None and not old.closed:
+            self.open_waits[(old.state, old.policy)] -= 1
+        if not v.closed:
+            self.open_waits[(v.state.value, policy)] += 1
+        f = v.facts
+        if f.decided_at is not None and (old is None or old.decided_at is None):
+            self._acc(self.decision, policy, DECISION_BUCKETS).observe(
+                (f.decided_at - ev.requested_at) / 1000
+            )
+        if (
+            f.receipt_at is not None
+            and f.decided_at is not None
+            and (old is None or old.receipt_at is None)
+        ):
+            self._acc(self.resume, policy, RESUME_BUCKETS).observe(
+                max(0, f.receipt_at - f.decided_at) / 1000
+            )
+        changes = _changes(old, v)
+        if not changes:
+            return []
+        body = verdict_json(ev, v)
+        thresholds = orjson.dumps(body["thresholds"]).decode()
+        evidence = orjson.dumps(body["evidence"]).decode()
+        out = []
+        for frm, to, at in changes:
+            self.transitions[(frm or "none", to)] += 1
+            if to in CLOSED_STATES:
+                self.closed[(to, policy)] += 1
+            out.append(
+                StoredTransition(ev.request_id, frm, to, at, now, policy, thresholds, evidence)
+            )
+        return out
+
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(
+            policies=tuple(p.name for p in self.policies),
+            open_waits={k: v for k, v in self.open_waits.items() if v},
+            oldest_start={s: at / 1000 for s, at in self.state.oldest_since().items()},
+            closed_total=dict(self.closed),
+            transitions_total=dict(self.transitions),
+            decision_latency={p: h.freeze() for p, h in self.decision.items()},
+            resume_latency={p: h.freeze() for p, h in self.resume.items()},
+            findings=self.state.finding_counts(),
+            audit_duration=self.duration.freeze(),
+            audit_last_success=self.last_success,
+            audit_errors=self.errors,
+            ticks=self.ticks,
+        )
+
+
+def _changes(old: StoredState | None, v: Verdict) -> list[tuple[str | None, str, int]]:
+    """The transitions to record: the verdict's history after what was recorded before."""
+    if old is None:
+        return [
+            (t.from_state.value if t.from_state else None, t.to_state.value, t.at)
+            for t in v.transitions
+        ]
+    if old.state == v.state.value and old.since == v.since:
+        return []
+    prev: str = old.state
+    out: list[tuple[str | None, str, int]] = []
+    for t in v.transitions:
+        if t.at > old.since and t.to_state.value != prev:
+            out.append((prev, t.to_state.value, t.at))
+            prev = t.to_state.value
+    if prev != v.state.value:
+        out.append((prev, v.state.value, v.since))
+    return out
+
+
+def _stored(ev: WaitEvidence, v: Verdict, now: int) -> StoredState:
+    return StoredState(
+        request_id=ev.request_id,
+        thread_id=ev.thread_id,
+        policy=v.policy,
+        state=v.state.value,
+        closed=v.closed,
+        since=v.since,
+        due_at=v.due_at,
+        requested_at=ev.requested_at,
+        decided_at=v.facts.decided_at,
+        receipt_at=v.facts.receipt_at,
+        evaluated_at=now,
+    )

@@ -1,0 +1,256 @@
+"""The HTTP API (Starlette): `POST /v1/events`, the read API, `/metrics`, `/healthz`,
+`/readyz`. Blocking store work runs in worker threads; a `200` on ingest is sent only after
+the unit's transaction committed."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from sidewatch.config import Config, Token
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
+from sidewatch.daemon.auditor import Auditor
+from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
+from sidewatch.daemon.waits import wait_detail, waits_now
+from sidewatch.errors import InputError, StoreError
+from sidewatch.exporters.snapshot import IngestCounters
+from sidewatch.ingest.digest import RefProtector
+from sidewatch.ingest.reader import NDJSON_TYPES, gunzip
+from sidewatch.store.repo import Store
+
+log = logging.getLogger("sidewatch.http")
+
+MEDIA_TYPES = {*NDJSON_TYPES, "application/json", "text/event-stream", "text/plain"}
+
+
+@dataclass
+class AppState:
+    config: Config
+    store: Store
+    auditor: Auditor
+    protect: RefProtector
+    counters: IngestCounters
+    registry: CollectorRegistry
+    started: float = field(default_factory=time.time)
+    # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _authorized(scope: str) -> Callable[[Handler], Handler]:
+    """Bearer tokens with scopes, compared in constant time; with no token configured the
+    server listens on loopback only, and every request is allowed."""
+
+    def wrap(fn: Handler) -> Handler:
+        async def handler(request: Request) -> Response:
+            app: AppState = request.app.state.sidewatch
+            tokens: tuple[Token, ...] = app.config.tokens
+            if tokens:
+                header = request.headers.get("authorization", "")
+                scheme, _, given = header.partition(" ")
+                if scheme.lower() != "bearer" or not given:
+                    return Response(
+                        b'{"error":"missing bearer token"}',
+                        401,
+                        {"WWW-Authenticate": 'Bearer realm="sidewatch"'},
+                        media_type="application/json",
+                    )
+                match = None
+                for token in tokens:  # every token is compared: no early exit on a match
+                    if hmac.compare_digest(token.secret.encode(), given.encode()):
+                        match = token
+                if match is None:
+                    return _error(401, "unknown bearer token")
+                if scope not in match.scopes:
+                    return _error(403, f"token {match.name!r} lacks the {scope!r} scope")
+            return await fn(request)
+
+        return handler
+
+    return wrap
+
+
+async def _read_body(request: Request, limit: int) -> bytes | Response:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        return _error(413, f"body of {length} bytes is over the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return _error(413, f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@_authorized("ingest")
+async def post_events(request: Request) -> Response:
+    app: AppState = request.app.state.sidewatch
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower() or None
+    if media is not None and media not in MEDIA_TYPES:
+        return _error(
+            415,
+            f"unsupported media type {media!r}; send application/x-ndjson, "
+            "application/json or text/event-stream",
+        )
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        return _error(415, f"unsupported content encoding {encoding!r}; send gzip or none")
+    body = await _read_body(request, app.config.max_body_bytes)
+    if isinstance(body, Response):
+        return body
+    try:
+        if encoding == "gzip" or body[:2] == b"\x1f\x8b":
+            body = gunzip(body, app.config.max_inflated_bytes)
+    except InputError as e:
+        status = 413 if "limit" in str(e) else 400
+        return _error(status, str(e))
+    if media == "text/plain":
+        media = None
+    source = f"http:{request.client.host if request.client else '?'}"
+    try:
+        summary = await run_in_threadpool(_ingest, app, source, body, media)
+    except InputError as e:
+        return _error(400, str(e))
+    except StoreError as e:
+        log.warning("ingest refused, store unavailable: %s", e)
+        return _error(503, "store unavailable; nothing of this body was stored, retry later")
+    return _json(
+        {
+            "accepted": summary.accepted,
+            "skipped": summary.skipped,
+            "rejected": [{"line": r.line, "error": r.error} for r in summary.rejects],
+        }
+    )
+
+
+def _ingest(app: AppState, source: str, body: bytes, media: str | None) -> IngestSummary:
+    now = int(time.time() * 1000)
+    if app.store.engine.dialect.name == "sqlite":
+        with app.write_lock:
+            summary = ingest_unit(app.store, source, body, now, app.protect, media)
+    else:
+        summary = ingest_unit(app.store, source, body, now, app.protect, media)
+    app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
+    return summary
+
+
+@_authorized("read")
+async def get_waits(request: Request) -> Response:
+    app: AppState = request.app.state.sidewatch
+    q = request.query_params
+    state = q.get("state")
+    if state is not None and state not in State.__members__:
+        return _error(400, f"state must be one of {', '.join(State.__members__)}")
+    only_open = q.get("open")
+    if only_open not in (None, "true", "false"):
+        return _error(400, "open must be true or false")
+    try:
+        limit = int(q.get("limit", "100"))
+        if not 1 <= limit <= 10_000:
+            raise ValueError
+    except ValueError:
+        return _error(400, "limit must be a whole number from 1 to 10000")
+    states = (
+        {state}
+        if state
+        else {
+            s.value
+            for s in (
+                OPEN_STATES
+                if only_open == "true"
+                else CLOSED_STATES
+                if only_open == "false"
+                else State
+            )
+        }
+    )
+    try:
+        body = await run_in_threadpool(waits_now, app.store, app.auditor, states, limit)
+    except StoreError:
+        return _error(503, "store unavailable")
+    return _json(body)
+
+
+@_authorized("read")
+async def get_wait(request: Request) -> Response:
+    app: AppState = request.app.state.sidewatch
+    request_id = request.path_params["request_id"]
+    try:
+        body = await run_in_threadpool(wait_detail, app.store, app.auditor, request_id)
+    except StoreError:
+        return _error(503, "store unavailable")
+    if body is None:
+        return _error(404, f"no wait with requestId {request_id!r}")
+    return _json(body)
+
+
+async def metrics(request: Request) -> Response:
+    app: AppState = request.app.state.sidewatch
+    return Response(generate_latest(app.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def healthz(request: Request) -> Response:
+    return _json({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    app: AppState = request.app.state.sidewatch
+    problems = []
+    try:
+        await run_in_threadpool(_ping, app.store)
+    except Exception as e:  # any failure to reach the store makes the daemon not ready
+        problems.append(f"store unreachable: {type(e).__name__}")
+    window = 3 * app.config.audit_interval_ms / 1000
+    last = app.auditor.last_success or app.started
+    if time.time() - last > window:
+        problems.append(f"auditor has not completed a tick in {window:.0f}s")
+    if problems:
+        return _json({"status": "not ready", "problems": problems}, 503)
+    return _json({"status": "ready"})
+
+
+def _ping(store: Store) -> None:
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+
+
+def create_app(state: AppState, lifespan: Any = None) -> Starlette:
+    app = Starlette(
+        routes=[
+            Route("/v1/events", post_events, methods=["POST"]),
+            Route("/v1/waits", get_waits, methods=["GET"]),
+            Route("/v1/waits/{request_id:path}", get_wait, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.sidewatch = state
+    return app

@@ -1,0 +1,199 @@
+"""`sidewatch serve`: the HTTP API on uvicorn and the scheduled auditor on APScheduler.
+
+SIGTERM (or Ctrl-C) stops accepting connections, drains in-flight requests, lets a running
+audit tick finish, and closes the store. Everything the daemon knows is in the store, so a
+restart continues from there with nothing lost or counted twice."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import uvicorn
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+
+from sidewatch import __version__
+from sidewatch.config import Config
+from sidewatch.daemon.auditor import Auditor
+from sidewatch.daemon.http import AppState, create_app
+from sidewatch.daemon.pipeline import ref_protector
+from sidewatch.errors import SidewatchError, StoreError
+from sidewatch.exporters.prometheus import SnapshotCollector
+from sidewatch.exporters.snapshot import IngestCounters
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+
+log = logging.getLogger("sidewatch")
+
+
+class JsonLogs(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key in ("threads", "waits", "transitions", "errors", "seconds"):
+            if hasattr(record, key):
+                entry[key] = getattr(record, key)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry).decode()
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogs())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _BuildInfo(Collector):
+    def collect(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily(
+            "sidewatch_build_info", "sidewatch's version (always 1).", labels=["version"]
+        )
+        info.add_metric([__version__], 1)
+        yield info
+
+
+class Daemon:
+    """The pieces of a running daemon, wired once; `app` is the ASGI application."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.engine = open_store(config.db_url)
+        self.store = Store(self.engine)
+        self.auditor = Auditor(self.store, config.policies)
+        self.counters = IngestCounters(*self.auditor.ingest_totals)
+        registry = CollectorRegistry()
+        registry.register(SnapshotCollector(lambda: self.auditor.snapshot, self.counters))
+        registry.register(_BuildInfo())
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        self.state = AppState(
+            config,
+            self.store,
+            self.auditor,
+            ref_protector(self.engine, config),
+            self.counters,
+            registry,
+        )
+        self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
+        self._tick: asyncio.Future[Any] | None = None
+
+    async def tick(self) -> None:
+        """One audit tick in a worker thread; a store outage skips it (and /readyz says so)."""
+        now = int(time.time() * 1000)
+        self._tick = asyncio.ensure_future(run_in_threadpool(self.auditor.tick, now))
+        try:
+            report = await self._tick
+        except StoreError as e:
+            log.warning("audit tick skipped: %s", e)
+            return
+        except Exception:
+            log.exception("audit tick failed")
+            return
+        finally:
+            self._tick = None
+        if report.threads or report.errors:
+            log.info(
+                "audit tick",
+                extra={
+                    "threads": report.threads,
+                    "waits": report.waits,
+                    "transitions": report.transitions,
+                    "errors": report.errors,
+                    "seconds": round(report.seconds, 4),
+                },
+            )
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        scheduler = AsyncIOScheduler(timezone=UTC)
+        scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=self.config.audit_interval_ms / 1000,
+            next_run_time=datetime.now(UTC),
+            max_instances=1,
+            coalesce=True,
+            id="audit",
+        )
+        scheduler.start()
+        log.info(
+            "sidewatch %s serving on %s, store %s, audit every %ss",
+            __version__,
+            self.config.listen,
+            self.engine.url.render_as_string(hide_password=True),
+            self.config.audit_interval_ms / 1000,
+        )
+        try:
+            yield
+        finally:
+            scheduler.shutdown(wait=False)
+            if self._tick is not None:
+                log.info("waiting for the running audit tick to finish")
+                await asyncio.gather(self._tick, return_exceptions=True)
+            self.engine.dispose()
+            log.info("store closed; bye")
+
+
+def serve(config: Config) -> None:
+    """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens."""
+    host, port = split_listen(config.listen)
+    if not config.tokens and not is_loopback(host):
+        raise SidewatchError(
+            f"refusing to listen on {config.listen} without tokens: configure server.tokens "
+            "(or SIDEWATCH_INGEST_TOKEN / SIDEWATCH_READ_TOKEN), or listen on 127.0.0.1"
+        )
+    setup_logging()
+    if not config.tokens:
+        log.warning("no tokens configured: listening on loopback only, every request allowed")
+    daemon = Daemon(config)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            daemon.app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=30,
+            lifespan="on",
+        )
+    )
+    server.run()

@@ -1,0 +1,113 @@
+"""The read API's answers: verdicts evaluated now, and one wait with its evidence timeline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+from sidewatch.core.assemble import assemble
+from sidewatch.core.health import classify
+from sidewatch.core.model import (
+    ActionChange,
+    Decision,
+    Heartbeat,
+    Item,
+    Receipt,
+    Route,
+    RunEvent,
+    WaitEvidence,
+)
+from sidewatch.daemon.auditor import Auditor
+from sidewatch.report.verdicts import iso, verdict_json
+from sidewatch.store.repo import Store
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def waits_now(
+    store: Store, auditor: Auditor, states: Collection[str], limit: int
+) -> dict[str, Any]:
+    """Waits selected by the auditor's last verdict, each classified again at this moment
+    (a wait whose state changed since the last tick is left out of a state filter)."""
+    now = _now()
+    chosen = auditor.state.select(states, limit)
+    wanted = {request_id for request_id, _ in chosen}
+    threads = {thread for _, thread in chosen}
+    out = []
+    for facts in store.threads(threads):
+        for ev in assemble(facts, auditor.policy_for).waits:
+            if ev.request_id in wanted:
+                v = classify(ev, auditor.policy_for(ev.action, ev.reason), now)
+                if v.state.value in states:
+                    out.append((v.since, verdict_json(ev, v)))
+    out.sort(key=lambda p: (p[0], p[1]["requestId"]))
+    return {"evaluatedAt": iso(now), "waits": [body for _, body in out[:limit]]}
+
+
+def wait_detail(store: Store, auditor: Auditor, request_id: str) -> dict[str, Any] | None:
+    """One wait's verdict now, its evidence timeline and its recorded transitions."""
+    now = _now()
+    thread = auditor.state.thread_of(request_id) or request_id.split("@", 1)[0].rsplit("/", 1)[0]
+    for facts in store.threads([thread]):
+        for ev in assemble(facts, auditor.policy_for).waits:
+            if ev.request_id != request_id:
+                continue
+            v = classify(ev, auditor.policy_for(ev.action, ev.reason), now)
+            body = verdict_json(ev, v)
+            body["evaluatedAt"] = iso(now)
+            body["timeline"] = _timeline(ev)
+            body["transitions"] = [
+                {
+                    "from": t.from_state,
+                    "to": t.to_state,
+                    "at": iso(t.at),
+                    "recordedAt": iso(t.recorded_at),
+                }
+                for t in auditor.state.transitions_of(request_id)
+            ]
+            return body
+    return None
+
+
+def _timeline(ev: WaitEvidence) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {
+            "at": iso(ev.requested_at),
+            "kind": "requested",
+            "runId": ev.run_id,
+            "expiresAt": iso(ev.expires_at),
+            "actionDigest": ev.digest,
+        }
+    ]
+    for item in sorted(ev.items, key=lambda i: (i.at, i.seq)):
+        out.append({"at": iso(item.at), **_describe(item)})
+    return out
+
+
+def _describe(item: Item) -> dict[str, Any]:
+    if isinstance(item, Route):
+        return {
+            "kind": "route",
+            "approverRef": item.approver_ref,
+            "delivered": item.delivered,
+            "acknowledged": item.acknowledged,
+        }
+    if isinstance(item, Decision):
+        return {
+            "kind": "decision",
+            "decision": item.code.value,
+            "runId": item.run_id,
+            "actionDigest": item.digest,
+            "uncertain": item.uncertain,
+        }
+    if isinstance(item, ActionChange):
+        return {"kind": "action", "actionDigest": item.digest}
+    if isinstance(item, Heartbeat):
+        return {"kind": "heartbeat", "resumeHandle": item.handle}
+    if isinstance(item, Receipt):
+        return {"kind": "receipt"}
+    assert isinstance(item, RunEvent)
+    return {"kind": f"run_{item.step.value}", "runId": item.run_id}

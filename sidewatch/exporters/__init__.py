@@ -1,0 +1,1 @@
+"""Exporters: thin views of the auditor's latest snapshot (Prometheus today)."""

@@ -1,0 +1,173 @@
+"""`/metrics`: a custom collector that yields fresh metric families from the latest snapshot
+(no timer-mutated globals, no timestamps). Every known label value is present, with 0."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
+from sidewatch.exporters.snapshot import Histogram, IngestCounters, Snapshot
+
+INGEST_KINDS = (
+    "input",
+    "run",
+    "interrupt",
+    "tool_call",
+    "evidence",
+    "custom",
+    "content",
+    "state",
+    "activity",
+    "raw",
+    "step",
+    "subagent",
+)
+REJECT_REASONS = (
+    "not_json",
+    "not_object",
+    "unknown_shape",
+    "unknown_type",
+    "invalid_field",
+    "no_run_context",
+    "unknown_evidence",
+)
+FINDING_RULES = (
+    "expires_at_unparsable",
+    "duplicate_interrupt_id",
+    "answered_after_expiry",
+    "dropped_unanswered",
+    "answer_matched_by_lone_wait",
+    "answer_unknown_interrupt",
+)
+
+
+class SnapshotCollector(Collector):
+    def __init__(self, snapshot: Callable[[], Snapshot], ingest: IngestCounters) -> None:
+        self._snapshot = snapshot
+        self._ingest = ingest
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._snapshot()
+        policies = s.policies or ("default",)
+
+        waits = GaugeMetricFamily(
+            "sidewatch_waits", "Open approval waits now, by state.", labels=["state", "policy"]
+        )
+        for state in OPEN_STATES:
+            for policy in policies:
+                waits.add_metric([state.value, policy], s.open_waits.get((state.value, policy), 0))
+        yield waits
+
+        closed = CounterMetricFamily(
+            "sidewatch_waits_closed",
+            "Waits that entered a closed state.",
+            labels=["state", "policy"],
+        )
+        for state in CLOSED_STATES:
+            for policy in policies:
+                closed.add_metric(
+                    [state.value, policy], s.closed_total.get((state.value, policy), 0)
+                )
+        yield closed
+
+        oldest = GaugeMetricFamily(
+            "sidewatch_wait_oldest_start_timestamp_seconds",
+            "When the oldest open wait in the state entered it (absent when none is).",
+            labels=["state"],
+        )
+        for name, at in sorted(s.oldest_start.items()):
+            oldest.add_metric([name], at)
+        yield oldest
+
+        trans = CounterMetricFamily(
+            "sidewatch_state_transitions",
+            "Transitions between wait states (from none: a new wait).",
+            labels=["from", "to"],
+        )
+        for (frm, to), n in sorted(s.transitions_total.items()):
+            trans.add_metric([frm, to], n)
+        yield trans
+
+        yield _histograms(
+            "sidewatch_decision_latency_seconds",
+            "Time from a request to its decision.",
+            s.decision_latency,
+            policies,
+        )
+        yield _histograms(
+            "sidewatch_resume_latency_seconds",
+            "Time from an accept to its continuation receipt.",
+            s.resume_latency,
+            policies,
+        )
+
+        ingested, rejected = self._ingest.read()
+        lines = CounterMetricFamily(
+            "sidewatch_ingested_lines",
+            "Lines ingested (accepted or skipped), by kind.",
+            labels=["kind"],
+        )
+        for kind in sorted({*INGEST_KINDS, *ingested}):
+            lines.add_metric([kind], ingested.get(kind, 0))
+        yield lines
+        rej = CounterMetricFamily(
+            "sidewatch_rejected_lines", "Lines rejected, by reason.", labels=["reason"]
+        )
+        for reason in sorted({*REJECT_REASONS, *rejected}):
+            rej.add_metric([reason], rejected.get(reason, 0))
+        yield rej
+
+        finds = CounterMetricFamily(
+            "sidewatch_protocol_findings", "Protocol findings, by rule.", labels=["rule"]
+        )
+        for rule in sorted({*FINDING_RULES, *s.findings}):
+            finds.add_metric([rule], s.findings.get(rule, 0))
+        yield finds
+
+        duration = HistogramMetricFamily(
+            "sidewatch_audit_duration_seconds", "Duration of auditor ticks."
+        )
+        duration.add_metric([], _buckets(s.audit_duration), s.audit_duration.total)
+        yield duration
+        last = GaugeMetricFamily(
+            "sidewatch_audit_last_success_timestamp_seconds",
+            "When the auditor last finished a tick.",
+        )
+        last.add_metric([], s.audit_last_success or 0.0)
+        yield last
+        errors = CounterMetricFamily(
+            "sidewatch_audit_errors", "Waits whose classification raised (logged, skipped)."
+        )
+        errors.add_metric([], s.audit_errors)
+        yield errors
+
+
+def _buckets(h: Histogram) -> list[tuple[str, float]]:
+    out: list[tuple[str, float]] = []
+    running = 0
+    for bound, n in zip((*h.buckets, float("inf")), h.counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return out
+
+
+def _histograms(
+    name: str, doc: str, hists: dict[str, Histogram] | object, policies: tuple[str, ...]
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=["policy"])
+    assert isinstance(hists, dict)
+    for policy in sorted({*policies, *hists}):
+        h = hists.get(policy)
+        if h is not None:
+            family.add_metric([policy], _buckets(h), h.total)
+        else:
+            family.add_metric([policy], [("+Inf", 0)], 0.0)
+    return family
