@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
+TOOLS  := .tools
+PROMTOOL := $(TOOLS)/prometheus/usr/bin/promtool
+export SIDEWATCH_PROMTOOL := $(abspath $(PROMTOOL))
 
 .PHONY: run demo test lint typecheck unit bench clean
 
@@ -12,7 +15,7 @@ run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
-test: $(VENV)/.installed-test lint typecheck unit ## everything CI runs
+test: $(VENV)/.installed-test $(PROMTOOL) lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -39,5 +42,14 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,postgres]'
 	touch $@ $(VENV)/.installed
 
+# promtool (and a real Prometheus) from Debian's package, unpacked without starting a service.
+$(PROMTOOL):
+	mkdir -p $(TOOLS)/debs
+	cd $(TOOLS)/debs && (apt-get download prometheus 2>/dev/null || \
+		(apt-get update -qq && apt-get download prometheus))
+	dpkg -x $(TOOLS)/debs/prometheus_*.deb $(TOOLS)/prometheus
+	rm -rf $(TOOLS)/debs
+	$(PROMTOOL) --version | head -1
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache sidewatch.egg-info
+	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache sidewatch.egg-info

@@ -1,6 +1,6 @@
-"""Store fixtures: every store test runs on embedded SQLite and on the running PostgreSQL
-server (a throw-away database per test session, a fresh schema per test; never a mock).
-A PostgreSQL server that cannot be reached fails these tests; it never skips them."""
+"""Shared fixtures. A test that takes `db_url` runs on embedded SQLite and on the running
+PostgreSQL server (a throw-away database per test session, a fresh schema per test; never a
+mock). A PostgreSQL server that cannot be reached fails these tests; it never skips them."""
 
 from __future__ import annotations
 
