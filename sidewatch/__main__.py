@@ -1,0 +1,5 @@
+"""`python -m sidewatch` is the `sidewatch` command."""
+
+from sidewatch.cli.main import main
+
+main()
