@@ -4,6 +4,7 @@ evidence and thresholds, and publishes a snapshot for the exporters."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections import Counter
@@ -47,6 +48,9 @@ class Auditor:
         self.store = store
         self.state = AuditState(store.engine)
         self.policies = policies
+        marked = self.state.policies_changed(_fingerprint(policies))
+        if marked:
+            log.info("policies changed: the open waits of %d threads will be re-audited", marked)
         totals = self.state.totals()
         self.open_waits: Counter[tuple[str, str]] = totals.open_waits
         self.closed: Counter[tuple[str, str]] = totals.closed
@@ -100,15 +104,18 @@ class Auditor:
         records: list[StoredTransition] = []
         findings: list[tuple[str, str, int]] = []
         errors = 0
+        keep: set[str] = set()  # threads to look at again next tick, whatever is due
         for facts in self.store.threads(threads):
             try:
                 evidence = assemble(facts, self.policy_for).waits
             except Exception:
                 log.exception("thread %s could not be assembled; skipped", facts.thread_id)
                 errors += 1
+                keep.add(facts.thread_id)
                 continue
             for ev in evidence:
-                if ev.requested_at > now:
+                if ev.requested_at > now:  # a producer's clock ahead of ours
+                    keep.add(ev.thread_id)
                     continue
                 policy = self.policy_for(ev.action, ev.reason)
                 try:
@@ -116,12 +123,14 @@ class Auditor:
                 except Exception:
                     log.exception("wait %s could not be classified; skipped", ev.request_id)
                     errors += 1
+                    keep.add(ev.thread_id)  # retried next tick
                     continue
                 old = stored.get(ev.request_id)
-                states.append(_stored(ev, verdict, now))
+                states.append(_stored(ev, verdict, now, _next_item(ev, now)))
                 records += self._record(ev, verdict, old, now)
                 findings += [(rule, ev.request_id, now) for rule in verdict.findings]
-        self.state.save(states, records, findings, [(t, marks[t]) for t in threads if t in marks])
+        cleared = [(t, marks[t]) for t in threads if t in marks and t not in keep]
+        self.state.save(states, records, findings, cleared)
         return len(states), len(records), errors
 
     def _record(
@@ -198,7 +207,18 @@ def _changes(old: StoredState | None, v: Verdict) -> list[tuple[str | None, str,
     return out
 
 
-def _stored(ev: WaitEvidence, v: Verdict, now: int) -> StoredState:
+def _fingerprint(policies: tuple[Policy, ...]) -> str:
+    return hashlib.sha256(repr(policies).encode()).hexdigest()
+
+
+def _next_item(ev: WaitEvidence, now: int) -> int | None:
+    """The earliest stored evidence dated after `now` (a source whose clock runs ahead):
+    the wait is due again then, as for a time-driven change."""
+    later = [item.at for item in ev.items if item.at > now]
+    return min(later) if later else None
+
+
+def _stored(ev: WaitEvidence, v: Verdict, now: int, next_item: int | None) -> StoredState:
     return StoredState(
         request_id=ev.request_id,
         thread_id=ev.thread_id,
@@ -206,7 +226,7 @@ def _stored(ev: WaitEvidence, v: Verdict, now: int) -> StoredState:
         state=v.state.value,
         closed=v.closed,
         since=v.since,
-        due_at=v.due_at,
+        due_at=min((t for t in (v.due_at, next_item) if t is not None), default=None),
         requested_at=ev.requested_at,
         decided_at=v.facts.decided_at,
         receipt_at=v.facts.receipt_at,

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -84,7 +85,12 @@ def _authorized(scope: str) -> Callable[[Handler], Handler]:
                     if hmac.compare_digest(token.secret.encode(), given.encode()):
                         match = token
                 if match is None:
-                    return _error(401, "unknown bearer token")
+                    return Response(
+                        b'{"error":"unknown bearer token"}',
+                        401,
+                        {"WWW-Authenticate": 'Bearer realm="sidewatch", error="invalid_token"'},
+                        media_type="application/json",
+                    )
                 if scope not in match.scopes:
                     return _error(403, f"token {match.name!r} lacks the {scope!r} scope")
             return await fn(request)
@@ -212,7 +218,9 @@ async def get_wait(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
-    return Response(generate_latest(app.registry), media_type=CONTENT_TYPE_LATEST)
+    # The exposition format the scraper asks for (Prometheus negotiates it by Accept).
+    encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+    return Response(encoder(app.registry), headers={"Content-Type": content_type})
 
 
 async def healthz(request: Request) -> Response:

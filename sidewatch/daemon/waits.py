@@ -30,16 +30,19 @@ def _now() -> int:
 def waits_now(
     store: Store, auditor: Auditor, states: Collection[str], limit: int
 ) -> dict[str, Any]:
-    """Waits selected by the auditor's last verdict, each classified again at this moment
-    (a wait whose state changed since the last tick is left out of a state filter)."""
+    """Waits in `states` now. Candidates: those the auditor last saw in one of the states,
+    and every wait whose verdict may have changed since (due by time, or on a thread with new
+    evidence, new waits included); each is classified again at this moment."""
     now = _now()
     chosen = auditor.state.select(states, limit)
     wanted = {request_id for request_id, _ in chosen}
     threads = {thread for _, thread in chosen}
+    changed = set(auditor.state.due(now)) | {t for t, _ in auditor.state.dirty()}
+    threads |= changed
     out = []
     for facts in store.threads(threads):
         for ev in assemble(facts, auditor.policy_for).waits:
-            if ev.request_id in wanted:
+            if ev.request_id in wanted or (ev.thread_id in changed and ev.requested_at <= now):
                 v = classify(ev, auditor.policy_for(ev.action, ev.reason), now)
                 if v.state.value in states:
                     out.append((v.since, verdict_json(ev, v)))

@@ -56,7 +56,12 @@ class SnapshotCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         s = self._snapshot()
-        policies = s.policies or ("default",)
+        # Configured policies, and any a stored verdict still names (renamed or removed).
+        policies = tuple(
+            dict.fromkeys(
+                (*s.policies, *(p for _, p in s.open_waits), *(p for _, p in s.closed_total))
+            )
+        ) or ("default",)
 
         waits = GaugeMetricFamily(
             "sidewatch_waits", "Open approval waits now, by state.", labels=["state", "policy"]

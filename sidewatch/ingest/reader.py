@@ -33,6 +33,8 @@ def gunzip(body: bytes, limit: int | None = None) -> bytes:
         raise InputError(f"body is not valid gzip: {e}") from e
     if limit and (d.unconsumed_tail or len(out) > limit):
         raise InputError(f"body inflates past the limit of {limit} bytes")
+    if not d.eof:
+        raise InputError("body is not valid gzip: the stream is cut short")
     return out
 
 

@@ -7,10 +7,11 @@ import hashlib
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, delete, func, select
+from sqlalchemy import Connection, Engine, Table, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.errors import StoreError
@@ -18,6 +19,7 @@ from sidewatch.store.models import (
     DirtyThread,
     FindingRow,
     LineCount,
+    Meta,
     RejectRow,
     TransitionRow,
     WaitState,
@@ -72,6 +74,32 @@ class Totals:
 
 _STATE_COLS = tuple(f.name for f in fields(StoredState))
 _TRANSITION_COLS = tuple(f.name for f in fields(StoredTransition))
+_STATE_ROW = attrgetter(*_STATE_COLS)
+_TRANSITION_ROW = attrgetter(*_TRANSITION_COLS)
+# Column names come from our own dataclasses, never from input.
+_UPSERT_STATE = (
+    f"INSERT INTO wait_state ({', '.join(_STATE_COLS)}) "  # noqa: S608
+    f"VALUES ({', '.join('?' for _ in _STATE_COLS)}) ON CONFLICT (request_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _STATE_COLS if c != "request_id")
+)
+_INSERT_TRANSITION = (
+    f"INSERT INTO transition ({', '.join(_TRANSITION_COLS)}) "  # noqa: S608
+    f"VALUES ({', '.join('?' for _ in _TRANSITION_COLS)})"
+)
+# A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
+MARK_DIRTY = (
+    "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
+    "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
+)
+# A mark bumped by an ingest since it was read stays: that thread has newer evidence.
+_CLEAR_DIRTY = "DELETE FROM dirty_thread WHERE thread_id = ? AND mark = ?"
+
+
+def driver_sql(conn: Connection, text: str) -> str:
+    """Our own fixed statements, in the driver's parameter style."""
+    return text if conn.dialect.paramstyle == "qmark" else text.replace("?", "%s")
+
+
 CLOSED_STATES = ("CLOSED_BY_DECLINE", "RESUMED", "CANCELLED")
 
 
@@ -125,37 +153,60 @@ class AuditState:
         (rule, requestId, at), and clear the dirty marks that were read before the batch."""
         try:
             with self.engine.begin() as conn:
-                table = _t(WaitState)
-                ids = [s.request_id for s in states]
-                for k in range(0, len(ids), 500):
-                    conn.execute(delete(table).where(table.c.request_id.in_(ids[k : k + 500])))
+                # Straight to the driver's executemany: a full audit writes a row per wait.
                 if states:
-                    conn.execute(
-                        table.insert(),
-                        [dict(zip(_STATE_COLS, astuple(s), strict=True)) for s in states],
+                    conn.exec_driver_sql(
+                        driver_sql(conn, _UPSERT_STATE), [_STATE_ROW(x) for x in states]
                     )
                 if transitions:
-                    conn.execute(
-                        _t(TransitionRow).insert(),
-                        [dict(zip(_TRANSITION_COLS, astuple(t), strict=True)) for t in transitions],
+                    conn.exec_driver_sql(
+                        driver_sql(conn, _INSERT_TRANSITION),
+                        [_TRANSITION_ROW(t) for t in transitions],
                     )
                 rows = [
-                    (f"{rule}\0{request_id}"[:64], rule, at, request_id)
+                    (f"{rule}\0{request_id}", rule, at, request_id)
                     for rule, request_id, at in findings
                 ]
                 if rows:
                     _insert_findings(conn, rows)
-                dirty = _t(DirtyThread)
-                for thread, mark in cleared:
-                    conn.execute(
-                        delete(dirty).where(dirty.c.thread_id == thread, dirty.c.mark == mark)
-                    )
+                if cleared:
+                    conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
         except OperationalError as e:
             raise StoreError(
                 f"store unavailable, the tick's verdicts were not saved: {e.orig}"
             ) from e
         except SQLAlchemyError as e:
             raise StoreError(f"saving verdicts failed: {e}") from e
+
+    def policies_changed(self, fingerprint: str) -> int:
+        """When the policies differ from those the stored verdicts used, mark every thread
+        with an open wait dirty (its verdict may change) and remember the new policies.
+        Returns how many threads were marked."""
+        meta, ws = _t(Meta), _t(WaitState)
+        try:
+            with self.engine.begin() as conn:
+                old = conn.execute(
+                    select(meta.c.value).where(meta.c.key == "policies")
+                ).scalar_one_or_none()
+                if old == fingerprint:
+                    return 0
+                threads = [
+                    (r[0],)
+                    for r in conn.execute(
+                        select(ws.c.thread_id).where(ws.c.closed.is_(False)).distinct()
+                    )
+                ]
+                if threads:
+                    conn.exec_driver_sql(driver_sql(conn, MARK_DIRTY), threads)
+                if old is None:
+                    conn.execute(meta.insert().values(key="policies", value=fingerprint))
+                else:
+                    conn.execute(
+                        meta.update().where(meta.c.key == "policies").values(value=fingerprint)
+                    )
+                return len(threads)
+        except OperationalError as e:
+            raise StoreError(f"store unavailable: {e.orig}") from e
 
     def select(self, states: Collection[str], limit: int) -> list[tuple[str, str]]:
         """(requestId, thread) of up to `limit` waits whose last verdict is in `states`,

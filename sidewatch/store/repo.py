@@ -27,6 +27,7 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.errors import StoreError
+from sidewatch.store.auditstate import MARK_DIRTY, driver_sql
 from sidewatch.store.load import load_threads
 from sidewatch.store.models import (
     AnswerRow,
@@ -132,7 +133,7 @@ class UnitWriter:
         if refs:
             threads |= _threads_of_refs(self.conn, refs)
         if threads:
-            self.conn.exec_driver_sql(_dirty_sql(self.conn), [(t,) for t in threads])
+            self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY), [(t,) for t in threads])
 
 
 def _threads_of_refs(conn: Connection, refs: set[str]) -> set[str]:
@@ -149,15 +150,6 @@ def _threads_of_refs(conn: Connection, refs: set[str]) -> set[str]:
     for ref in refs - set(found):
         out.add(ref.split("@", 1)[0].rsplit("/", 1)[0])
     return out
-
-
-def _dirty_sql(conn: Connection) -> str:
-    # A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
-    sql = (
-        "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
-        "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
-    )
-    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
 
 
 def _finding_row(f: Any) -> tuple[Any, ...]:

@@ -114,10 +114,12 @@ def test_a_posted_stream_gets_its_verdicts_and_metrics_after_one_tick(server: Se
     posted = httpx.post(
         f"{server.url}/v1/events", content=body, headers={"content-type": "application/x-ndjson"}
     )
-    waits = _wait_for(lambda: httpx.get(f"{server.url}/v1/waits").json()["waits"])
+    ticked = _wait_for(lambda: _audited(server, 6))
+    waits = httpx.get(f"{server.url}/v1/waits").json()["waits"]
     metrics = httpx.get(f"{server.url}/metrics").text
 
     assert (200, 50, 18, []) == (posted.status_code, *posted.json().values())
+    assert ticked
     expected = json.loads((SHARED / "seed-audit.expected.json").read_text())["expected"]
     assert expected == {w["requestId"]: w["state"] for w in waits}
     for state in ("WAITING", "STALE", "UNROUTABLE", "ORPHANED", "STUCK_AFTER_DECISION"):
@@ -231,7 +233,7 @@ def test_a_restart_continues_from_the_store_without_counting_twice(tmp_path: Pat
     httpx.post(
         f"{first.url}/v1/events", content=body, headers={"content-type": "application/x-ndjson"}
     )
-    _wait_for(lambda: httpx.get(f"{first.url}/v1/waits").json()["waits"])
+    assert _wait_for(lambda: _audited(first, 6))
     before = _series(httpx.get(f"{first.url}/metrics").text)
     _stop(first)
 
@@ -248,6 +250,17 @@ def test_a_restart_continues_from_the_store_without_counting_twice(tmp_path: Pat
         )
     ]
     assert {k: before[k] for k in keys} == {k: after.get(k) for k in keys}
+
+
+def _audited(server: Server, waits: int) -> bool:
+    """True once a tick has recorded `waits` new waits (transitions from none)."""
+    series = _series(httpx.get(f"{server.url}/metrics").text)
+    new = sum(
+        v
+        for k, v in series.items()
+        if k.startswith('sidewatch_state_transitions_total{from="none"')
+    )
+    return new >= waits
 
 
 def _series(exposition: str) -> dict[str, float]:

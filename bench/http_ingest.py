@@ -1,0 +1,105 @@
+"""HTTP ingest throughput with 5,000-line bodies, beside the in-process ingest of the same
+bodies measured in the same run (the floor: what the store and interpreter cost without HTTP).
+
+    .venv/bin/python bench/http_ingest.py [--bodies 60] [--clients 2]
+
+Target: at least 100,000 lines/s over HTTP on the 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ingest import stream  # noqa: E402
+
+from sidewatch.config import Config  # noqa: E402
+from sidewatch.daemon.pipeline import ingest_unit, ref_protector  # noqa: E402
+from sidewatch.store.db import open_store  # noqa: E402
+from sidewatch.store.repo import Store  # noqa: E402
+
+LINES_PER_BODY = 5000
+
+
+def bodies(n: int) -> list[bytes]:
+    lines = stream(n * LINES_PER_BODY // 218 + 2).split(b"\n")
+    out = []
+    for k in range(n):
+        chunk = lines[k * LINES_PER_BODY : (k + 1) * LINES_PER_BODY]
+        out.append(b"\n".join(chunk) + b"\n")
+    return out
+
+
+def in_process(units: list[bytes]) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = open_store(f"sqlite:///{tmp}/floor.db")
+        store, protect = Store(engine), ref_protector(engine, Config())
+        start = time.perf_counter()
+        for n, body in enumerate(units):
+            ingest_unit(store, f"unit-{n}", body, 0, protect)
+        elapsed = time.perf_counter() - start
+        engine.dispose()
+    return len(units) * LINES_PER_BODY / elapsed
+
+
+def over_http(units: list[bytes], clients: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sidewatch", "serve", "--db", f"sqlite:///{tmp}/http.db",
+             "--listen", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(100):
+                try:
+                    httpx.get(f"{url}/healthz", timeout=1)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+
+            def post(body: bytes) -> int:
+                with httpx.Client(timeout=60) as c:
+                    r = c.post(f"{url}/v1/events", content=body,
+                               headers={"content-type": "application/x-ndjson"})
+                    r.raise_for_status()
+                    return int(r.json()["accepted"]) + int(r.json()["skipped"])
+
+            start = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                lines = sum(pool.map(post, units))
+            elapsed = time.perf_counter() - start
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return lines / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bodies", type=int, default=60)
+    ap.add_argument("--clients", type=int, default=2)
+    args = ap.parse_args()
+    units = bodies(args.bodies)
+    floor = in_process(units)
+    http = over_http(units, args.clients)
+    print(f"{args.bodies} bodies of {LINES_PER_BODY} lines, {args.clients} clients")
+    print(f"in-process ingest (floor)   : {floor:12,.0f} lines/s")
+    print(f"HTTP ingest (sidewatch serve): {http:12,.0f} lines/s  ratio {http / floor:.2f}  "
+          f"(target >= 100,000 lines/s: {'ok' if http >= 100_000 else 'BELOW TARGET'})")
+
+
+if __name__ == "__main__":
+    main()
