@@ -25,7 +25,14 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
 from sidewatch.config import Config
-from sidewatch.core.facts import HeartbeatFact, InterruptFact, RunFact, RunMark, SignalFact, SignalKind
+from sidewatch.core.facts import (
+    HeartbeatFact,
+    InterruptFact,
+    RunFact,
+    RunMark,
+    SignalFact,
+    SignalKind,
+)
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
@@ -49,10 +56,31 @@ def populate(url: str, n: int) -> None:
                 seq = w.seq_base + 4 * (k - base)
                 facts += [
                     RunFact(r, t, RunMark.INTERRUPTED, at, seq),
-                    InterruptFact(t, r, "approve", at, seq, "tool_call", f"call-{k}",
-                                  NOW + 86_400_000, DIGEST, True, None, "deploy_service"),
-                    SignalFact(SignalKind.ROUTE, at + 1000, seq + 1, None, t, "approve",
-                               "role:release-owner", True, key=f"route-{k}"),
+                    InterruptFact(
+                        t,
+                        r,
+                        "approve",
+                        at,
+                        seq,
+                        "tool_call",
+                        f"call-{k}",
+                        NOW + 86_400_000,
+                        DIGEST,
+                        True,
+                        None,
+                        "deploy_service",
+                    ),
+                    SignalFact(
+                        SignalKind.ROUTE,
+                        at + 1000,
+                        seq + 1,
+                        None,
+                        t,
+                        "approve",
+                        "role:release-owner",
+                        True,
+                        key=f"route-{k}",
+                    ),
                     HeartbeatFact(t, NOW - 30_000, seq + 2, None, True, key=f"beat-{k}"),
                 ]
             w.write(facts, [], {}, 0, 0)  # type: ignore[arg-type]
@@ -65,7 +93,7 @@ def measure(url: str) -> dict[str, float]:
     floor_start = time.perf_counter()
     with engine.connect() as conn:
         for table in ("interrupt", "run_fact", "signal", "heartbeat", "answer", "tool_result"):
-            conn.exec_driver_sql(f"SELECT * FROM {table}").fetchall()  # noqa: S608
+            conn.exec_driver_sql(f"SELECT * FROM {table}").fetchall()
     floor = time.perf_counter() - floor_start
     auditor = Auditor(Store(engine), Config().policies)
     start = time.perf_counter()
@@ -86,9 +114,17 @@ def measure(url: str) -> dict[str, float]:
     ProcessCollector(registry=bare)
     scrape = _best(lambda: generate_latest(registry))
     scrape_floor = _best(lambda: generate_latest(bare))
-    return {"waits": report.waits, "full": full, "floor": floor, "rss_mib": rss,
-            "quiet": quiet, "quiet_threads": idle.threads, "ping": ping,
-            "scrape": scrape, "scrape_floor": scrape_floor}
+    return {
+        "waits": report.waits,
+        "full": full,
+        "floor": floor,
+        "rss_mib": rss,
+        "quiet": quiet,
+        "quiet_threads": idle.threads,
+        "ping": ping,
+        "scrape": scrape,
+        "scrape_floor": scrape_floor,
+    }
 
 
 def _best(fn: object, n: int = 20) -> float:
@@ -114,18 +150,28 @@ def main() -> None:
             start = time.perf_counter()
             populate(url, n)
             made = time.perf_counter() - start
-            out = subprocess.run([sys.executable, __file__, "--measure", url],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--measure", url],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             m = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{n:>9,} open waits (generated in {made:.0f}s)")
-        print(f"  full audit     : {m['full']:8.2f} s   floor (read the rows): {m['floor']:6.2f} s "
-              f"  ratio {m['full'] / m['floor']:5.1f}   peak RSS {m['rss_mib']:6.0f} MiB "
-              f"(1M target: < 10 s, < 1024 MiB)")
-        print(f"  idle tick      : {m['quiet'] * 1000:8.1f} ms  floor (SELECT 1): "
-              f"{m['ping'] * 1000:6.2f} ms   threads touched {m['quiet_threads']} "
-              f"(target < 50 ms)")
-        print(f"  /metrics render: {m['scrape'] * 1000:8.2f} ms  floor (process metrics): "
-              f"{m['scrape_floor'] * 1000:6.2f} ms (target < 50 ms)")
+        print(
+            f"  full audit     : {m['full']:8.2f} s   floor (read the rows): {m['floor']:6.2f} s "
+            f"  ratio {m['full'] / m['floor']:5.1f}   peak RSS {m['rss_mib']:6.0f} MiB "
+            f"(1M target: < 10 s, < 1024 MiB)"
+        )
+        print(
+            f"  idle tick      : {m['quiet'] * 1000:8.1f} ms  floor (SELECT 1): "
+            f"{m['ping'] * 1000:6.2f} ms   threads touched {m['quiet_threads']} "
+            f"(target < 50 ms)"
+        )
+        print(
+            f"  /metrics render: {m['scrape'] * 1000:8.2f} ms  floor (process metrics): "
+            f"{m['scrape_floor'] * 1000:6.2f} ms (target < 50 ms)"
+        )
 
 
 if __name__ == "__main__":

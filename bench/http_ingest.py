@@ -20,12 +20,12 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import stream  # noqa: E402
+from ingest import stream
 
-from sidewatch.config import Config  # noqa: E402
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector  # noqa: E402
-from sidewatch.store.db import open_store  # noqa: E402
-from sidewatch.store.repo import Store  # noqa: E402
+from sidewatch.config import Config
+from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
 
 LINES_PER_BODY = 5000
 
@@ -57,9 +57,18 @@ def over_http(units: list[bytes], clients: int) -> float:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sidewatch", "serve", "--db", f"sqlite:///{tmp}/http.db",
-             "--listen", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "sidewatch",
+                "serve",
+                "--db",
+                f"sqlite:///{tmp}/http.db",
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -72,8 +81,11 @@ def over_http(units: list[bytes], clients: int) -> float:
 
             def post(body: bytes) -> int:
                 with httpx.Client(timeout=60) as c:
-                    r = c.post(f"{url}/v1/events", content=body,
-                               headers={"content-type": "application/x-ndjson"})
+                    r = c.post(
+                        f"{url}/v1/events",
+                        content=body,
+                        headers={"content-type": "application/x-ndjson"},
+                    )
                     r.raise_for_status()
                     return int(r.json()["accepted"]) + int(r.json()["skipped"])
 
@@ -97,8 +109,10 @@ def main() -> None:
     http = over_http(units, args.clients)
     print(f"{args.bodies} bodies of {LINES_PER_BODY} lines, {args.clients} clients")
     print(f"in-process ingest (floor)   : {floor:12,.0f} lines/s")
-    print(f"HTTP ingest (sidewatch serve): {http:12,.0f} lines/s  ratio {http / floor:.2f}  "
-          f"(target >= 100,000 lines/s: {'ok' if http >= 100_000 else 'BELOW TARGET'})")
+    print(
+        f"HTTP ingest (sidewatch serve): {http:12,.0f} lines/s  ratio {http / floor:.2f}  "
+        f"(target >= 100,000 lines/s: {'ok' if http >= 100_000 else 'BELOW TARGET'})"
+    )
 
 
 if __name__ == "__main__":
