@@ -9,8 +9,8 @@ export SIDEWATCH_PROMTOOL := $(abspath $(PROMTOOL))
 
 .PHONY: run demo test lint typecheck unit bench clean
 
-run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db
-	$(BIN)/sidewatch demo
+run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127.0.0.1:9477)
+	$(BIN)/sidewatch serve
 
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
@@ -29,6 +29,8 @@ unit: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured in the same run
 	$(PY) bench/ingest.py
+	$(PY) bench/http_ingest.py
+	$(PY) bench/audit.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

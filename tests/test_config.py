@@ -27,6 +27,14 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
     default = cfg.policies[-1]
     assert ["content-preview", "production-change", "default"] == [p.name for p in cfg.policies]
     assert Config().policies[0] == default
+    defaults = Config()
+    assert (
+        defaults.listen,
+        (),
+        defaults.max_body_bytes,
+        defaults.max_inflated_bytes,
+        defaults.audit_interval_ms,
+    ) == (cfg.listen, cfg.tokens, cfg.max_body_bytes, cfg.max_inflated_bytes, cfg.audit_interval_ms)
     prod = cfg.policies[1]
     assert (3_600_000, True, ReceiptKind.TOOL_RESULT, ("deploy_*", "rotate_*")) == (
         prod.thresholds.resume_grace_ms,
