@@ -24,7 +24,7 @@ from sidewatch.exporters.snapshot import (
     HistogramAcc,
     Snapshot,
 )
-from sidewatch.report.verdicts import verdict_json
+from sidewatch.report.verdicts import evidence_json, thresholds_json
 from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
 from sidewatch.store.repo import Store
 
@@ -157,9 +157,8 @@ class Auditor:
         changes = _changes(old, v)
         if not changes:
             return []
-        body = verdict_json(ev, v)
-        thresholds = orjson.dumps(body["thresholds"]).decode()
-        evidence = orjson.dumps(body["evidence"]).decode()
+        thresholds = orjson.dumps(thresholds_json(v)).decode()
+        evidence = orjson.dumps(evidence_json(v)).decode()
         out = []
         for frm, to, at in changes:
             self.transitions[(frm or "none", to)] += 1

@@ -23,7 +23,6 @@ def _seconds(ms: int) -> int | float:
 
 
 def verdict_json(ev: WaitEvidence, v: Verdict) -> dict[str, Any]:
-    f = v.facts
     return {
         "requestId": v.request_id,
         "threadId": ev.thread_id,
@@ -40,26 +39,35 @@ def verdict_json(ev: WaitEvidence, v: Verdict) -> dict[str, Any]:
         "since": iso(v.since),
         "uncertain": v.uncertain,
         "missing": [m.value for m in v.missing],
-        "thresholds": {
-            "resumeGraceSeconds": _seconds(v.thresholds.resume_grace_ms),
-            "heartbeatFreshnessSeconds": _seconds(v.thresholds.heartbeat_freshness_ms),
-            "routeGraceSeconds": _seconds(v.thresholds.route_grace_ms),
-        },
-        "evidence": {
-            "requestedAt": iso(f.requested_at),
-            "expiresAt": iso(f.expires_at),
-            "actionDigest": f.action_digest,
-            "digestChanged": f.digest_changed,
-            "route": f.route,
-            "approverRef": f.approver_ref,
-            "resumeHandle": f.resume_handle,
-            "lastHeartbeatAt": iso(f.last_heartbeat_at),
-            "decision": f.decision.value if f.decision else None,
-            "decidedAt": iso(f.decided_at),
-            "receiptAt": iso(f.receipt_at),
-            "continuationFailed": f.continuation_failed,
-        },
+        "thresholds": thresholds_json(v),
+        "evidence": evidence_json(v),
         "findings": list(v.findings),
+    }
+
+
+def thresholds_json(v: Verdict) -> dict[str, int | float]:
+    return {
+        "resumeGraceSeconds": _seconds(v.thresholds.resume_grace_ms),
+        "heartbeatFreshnessSeconds": _seconds(v.thresholds.heartbeat_freshness_ms),
+        "routeGraceSeconds": _seconds(v.thresholds.route_grace_ms),
+    }
+
+
+def evidence_json(v: Verdict) -> dict[str, Any]:
+    f = v.facts
+    return {
+        "requestedAt": iso(f.requested_at),
+        "expiresAt": iso(f.expires_at),
+        "actionDigest": f.action_digest,
+        "digestChanged": f.digest_changed,
+        "route": f.route,
+        "approverRef": f.approver_ref,
+        "resumeHandle": f.resume_handle,
+        "lastHeartbeatAt": iso(f.last_heartbeat_at),
+        "decision": f.decision.value if f.decision else None,
+        "decidedAt": iso(f.decided_at),
+        "receiptAt": iso(f.receipt_at),
+        "continuationFailed": f.continuation_failed,
     }
 
 

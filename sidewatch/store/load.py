@@ -1,12 +1,16 @@
-"""Reading facts back, all threads or a chosen few, converted at this edge into core facts."""
+"""Reading facts back, all threads or a chosen few, converted at this edge into core facts.
+
+Rows are read through the driver as plain tuples in the facts' own field order: a full audit
+reads several rows per wait, and this is its hot path."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Connection, Table, or_, select
+from sqlalchemy import Connection
 
 from sidewatch.core.facts import (
     AnswerFact,
@@ -21,143 +25,124 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
-from sidewatch.store.models import (
-    AnswerRow,
-    HeartbeatRow,
-    InterruptRow,
-    RunRow,
-    SignalRow,
-    ToolCallRow,
-    ToolResultRow,
-)
 
 CHUNK = 500  # ids per IN (...) list
 
+_MARKS = {m.value: m for m in RunMark}
+_CODES = {c.value: c for c in Code}
+_KINDS = {k.value: k for k in SignalKind}
 
-def _t(model: Any) -> Table:
-    table: Table = model.__table__
-    return table
+
+def _cols(fact: type) -> str:
+    return ", ".join(f.name for f in fields(fact))
 
 
-def _rows(
-    conn: Connection, model: Any, column: str | None = None, ids: Collection[str] | None = None
-) -> Iterator[Any]:
-    table = _t(model)
-    if ids is None or column is None:
-        yield from conn.execute(select(table)).mappings()
+def _select(conn: Connection, table: str, fact: type, where: str, ids: list[str]) -> Iterator[Any]:
+    """Rows of `fact`'s columns whose `where` column is in `ids` (all rows when `where` is
+    empty), in chunks that every driver accepts."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    if not where:
+        yield from conn.exec_driver_sql(f"SELECT {_cols(fact)} FROM {table}")  # noqa: S608
         return
-    ordered = list(ids)
-    for k in range(0, len(ordered), CHUNK):
-        part = ordered[k : k + CHUNK]
-        yield from conn.execute(select(table).where(table.c[column].in_(part))).mappings()
+    for k in range(0, len(ids), CHUNK):
+        part = ids[k : k + CHUNK]
+        marks = ", ".join(mark for _ in part)
+        sql = f"SELECT {_cols(fact)} FROM {table} WHERE {where} IN ({marks})"  # noqa: S608
+        yield from conn.exec_driver_sql(sql, tuple(part))
+
+
+def _grouped(rows: Iterator[Any], key: int, build: Callable[[Any], Any]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        out[r[key]].append(build(r))
+    return out
+
+
+def _bool(v: Any) -> bool | None:
+    return None if v is None else bool(v)  # SQLite answers 0/1
 
 
 def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[ThreadFacts]:
     """The facts of every thread that announced a wait (or of the named threads only)."""
-    interrupts: dict[str, list[InterruptFact]] = defaultdict(list)
-    for r in _rows(conn, InterruptRow, "thread_id", thread_ids):
-        interrupts[r["thread_id"]].append(
-            InterruptFact(
-                r["thread_id"],
-                r["run_id"],
-                r["interrupt_id"],
-                r["at"],
-                r["seq"],
-                r["reason"],
-                r["tool_call_id"],
-                r["expires_at"],
-                r["digest"],
-                r["handle"],
-                r["request_id"],
-                r["action"],
-            )
-        )
+    chosen = list(thread_ids) if thread_ids is not None else []
+    where = "thread_id" if thread_ids is not None else ""
+    interrupts = _grouped(
+        _select(conn, "interrupt", InterruptFact, where, chosen),
+        0,
+        lambda r: InterruptFact(
+            r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], _bool(r[9]), r[10], r[11]
+        ),
+    )
     if not interrupts:
         return []
+    threads = list(interrupts)
+    where_ids = threads if thread_ids is not None else []
     by_ref: dict[str, str] = {}  # every requestId a wait may have -> its thread
     run_thread: dict[str, str] = {}
     for thread, its in interrupts.items():
         for i in its:
             run_thread[i.run_id] = thread
-            for ref in (
-                i.request_id,
-                f"{thread}/{i.interrupt_id}",
-                f"{thread}/{i.interrupt_id}@{i.run_id}",
-            ):
-                if ref is not None:
-                    by_ref[ref] = thread
+            by_ref[f"{thread}/{i.interrupt_id}"] = thread
+            by_ref[f"{thread}/{i.interrupt_id}@{i.run_id}"] = thread
+            if i.request_id is not None:
+                by_ref[i.request_id] = thread
 
     runs: dict[str, list[RunFact]] = defaultdict(list)
-    threads = list(interrupts) if thread_ids is not None else None
-    for r in _rows(conn, RunRow, "thread_id", threads):
-        runs[r["thread_id"]].append(
-            RunFact(r["run_id"], r["thread_id"], RunMark(r["mark"]), r["at"], r["seq"])
-        )
-        run_thread.setdefault(r["run_id"], r["thread_id"])
+    for r in _select(conn, "run_fact", RunFact, where, where_ids):
+        runs[r[1]].append(RunFact(r[0], r[1], _MARKS[r[2]], r[3], r[4]))
+        run_thread.setdefault(r[0], r[1])
     calls: dict[str, list[ToolCallFact]] = defaultdict(list)
-    call_runs = list(run_thread) if threads is not None else None
-    for r in _rows(conn, ToolCallRow, "run_id", call_runs):
-        call_thread = run_thread.get(r["run_id"])
+    call_where = "run_id" if thread_ids is not None else ""
+    for r in _select(conn, "tool_call", ToolCallFact, call_where, list(run_thread)):
+        call_thread = run_thread.get(r[1])
         if call_thread is not None and call_thread in interrupts:
-            calls[call_thread].append(
-                ToolCallFact(
-                    r["tool_call_id"], r["run_id"], r["name"], r["digest"], r["at"], r["seq"]
-                )
-            )
-    answers: dict[str, list[AnswerFact]] = defaultdict(list)
-    for r in _rows(conn, AnswerRow, "thread_id", threads):
-        answers[r["thread_id"]].append(
-            AnswerFact(
-                r["thread_id"],
-                r["run_id"],
-                r["interrupt_id"],
-                Code(r["code"]),
-                r["at"],
-                r["seq"],
-                r["digest"],
-            )
-        )
-    results: dict[str, list[ToolResultFact]] = defaultdict(list)
-    for r in _rows(conn, ToolResultRow, "thread_id", threads):
-        results[r["thread_id"]].append(
-            ToolResultFact(r["thread_id"], r["run_id"], r["tool_call_id"], r["at"], r["seq"])
-        )
+            calls[call_thread].append(ToolCallFact(*r))
+    answers = _grouped(
+        _select(conn, "answer", AnswerFact, where, where_ids),
+        0,
+        lambda r: AnswerFact(r[0], r[1], r[2], _CODES[r[3]], r[4], r[5], r[6]),
+    )
+    results = _grouped(
+        _select(conn, "tool_result", ToolResultFact, where, where_ids),
+        0,
+        lambda r: ToolResultFact(*r),
+    )
     signals: dict[str, list[SignalFact]] = defaultdict(list)
-    for r in _signal_rows(conn, threads, list(by_ref)):
-        owner = by_ref.get(r["request_id"]) if r["request_id"] else r["thread_id"]
+    for r in _signal_rows(conn, where_ids if thread_ids is not None else None, list(by_ref)):
+        owner = by_ref.get(r[3]) if r[3] else r[4]
         if owner is None:
             continue  # names a wait not seen yet: kept, applied when it appears
         signals[owner].append(
             SignalFact(
-                SignalKind(r["kind"]),
-                r["at"],
-                r["seq"],
-                r["request_id"],
-                r["thread_id"],
-                r["interrupt_id"],
-                r["approver_ref"],
-                r["delivered"],
-                r["acknowledged"],
-                Code(r["code"]) if r["code"] else None,
-                r["digest"],
-                r["key"],
+                _KINDS[r[0]],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                bool(r[7]),
+                bool(r[8]),
+                _CODES[r[9]] if r[9] else None,
+                r[10],
+                r[11],
             )
         )
-    beats: dict[str, list[HeartbeatFact]] = defaultdict(list)
-    for r in _rows(conn, HeartbeatRow, "thread_id", threads):
-        beats[r["thread_id"]].append(
-            HeartbeatFact(r["thread_id"], r["at"], r["seq"], r["run_id"], r["handle"], r["key"])
-        )
+    beats = _grouped(
+        _select(conn, "heartbeat", HeartbeatFact, where, where_ids),
+        0,
+        lambda r: HeartbeatFact(r[0], r[1], r[2], r[3], _bool(r[4]), r[5]),
+    )
     return [
         ThreadFacts(
             thread_id=thread,
             interrupts=tuple(its),
-            tool_calls=tuple(calls[thread]),
-            runs=tuple(runs[thread]),
-            answers=tuple(answers[thread]),
-            tool_results=tuple(results[thread]),
-            signals=tuple(signals[thread]),
-            heartbeats=tuple(beats[thread]),
+            tool_calls=tuple(calls.get(thread, ())),
+            runs=tuple(runs.get(thread, ())),
+            answers=tuple(answers.get(thread, ())),
+            tool_results=tuple(results.get(thread, ())),
+            signals=tuple(signals.get(thread, ())),
+            heartbeats=tuple(beats.get(thread, ())),
         )
         for thread, its in interrupts.items()
     ]
@@ -166,16 +151,14 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
 def _signal_rows(conn: Connection, threads: list[str] | None, refs: list[str]) -> Iterator[Any]:
     """Signals naming the threads' waits, by thread and interrupt id or by requestId."""
     if threads is None:
-        yield from _rows(conn, SignalRow)
+        yield from _select(conn, "signal", SignalFact, "", [])
         return
-    table = _t(SignalRow)
-    seen: set[int] = set()
-    for k in range(0, max(len(threads), len(refs)), CHUNK):
-        cond = or_(
-            table.c.thread_id.in_(threads[k : k + CHUNK]),
-            table.c.request_id.in_(refs[k : k + CHUNK]),
-        )
-        for r in conn.execute(select(table).where(cond)).mappings():
-            if r["id"] not in seen:
-                seen.add(r["id"])
+    seen: set[str] = set()
+    for rows in (
+        _select(conn, "signal", SignalFact, "thread_id", threads),
+        _select(conn, "signal", SignalFact, "request_id", refs),
+    ):
+        for r in rows:
+            if r[11] not in seen:  # the natural key: a signal may match both ways
+                seen.add(r[11])
                 yield r
