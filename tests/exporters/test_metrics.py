@@ -129,12 +129,14 @@ def seed_identities() -> set[str]:
     return found | set(expected["expected"])
 
 
+UNPACKED = (
+    Path(__file__).resolve().parents[2] / ".tools" / "prometheus" / "usr" / "bin" / "promtool"
+)
+
+
 def promtool() -> str:
-    path = os.environ.get("SIDEWATCH_PROMTOOL")
-    if not path:
-        pytest.fail(
-            "SIDEWATCH_PROMTOOL is not set: run through `make test`, or point it at promtool"
-        )
+    """promtool as `make test` unpacks it (or SIDEWATCH_PROMTOOL); missing is a failure."""
+    path = os.environ.get("SIDEWATCH_PROMTOOL") or str(UNPACKED)
     if not Path(path).is_file():
         pytest.fail(f"SIDEWATCH_PROMTOOL={path} does not exist: `make test` downloads promtool")
     return path
