@@ -141,18 +141,11 @@ class Interpreter:
             handler = _BYTE_HANDLERS.get(typ)
             if handler is not None:
                 try:
-                    kind = handler(self, line_no, orjson.loads(raw))
+                    self._count(handler(self, line_no, orjson.loads(raw)))
                 except orjson.JSONDecodeError as e:
                     res.rejects.append(Reject(line_no, "not_json", f"not JSON: {e}"))
-                    return
                 except _LineError as e:
                     res.rejects.append(Reject(line_no, e.reason, e.error))
-                    return
-                res.kinds[kind] += 1
-                if kind in _SKIP_KINDS:
-                    res.skipped += 1
-                else:
-                    res.accepted += 1
                 return
         if isinstance(raw, bytes):
             line = raw.strip()
@@ -172,10 +165,12 @@ class Interpreter:
         else:
             obj = raw
         try:
-            kind = self._line(line_no, obj)
+            self._count(self._line(line_no, obj))
         except _LineError as e:
             res.rejects.append(Reject(line_no, e.reason, e.error))
-            return
+
+    def _count(self, kind: str) -> None:
+        res = self.result
         res.kinds[kind] += 1
         if kind in _SKIP_KINDS:
             res.skipped += 1
