@@ -119,11 +119,11 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     engine = open_store(cfg.db_url)
     store, protect = Store(engine), ref_protector(engine, cfg)
     any_rejected = False
-    show_progress = sys.stderr.isatty() and len(paths) > 1
+    show_progress = sys.stderr.isatty()
     for n, path in enumerate(paths, start=1):
-        if show_progress:
-            click.echo(f"[{n}/{len(paths)}] {path} …", err=True)
         body = read_file(path)
+        if show_progress:
+            click.echo(f"[{n}/{len(paths)}] {path}: {len(body) / 1e6:.1f} MB …", err=True)
         summary = ingest_unit(store, path, body, int(time.time() * 1000), protect)
         click.echo(
             f"{path}: {summary.accepted} accepted, {summary.skipped} skipped, "
