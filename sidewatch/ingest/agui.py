@@ -62,6 +62,7 @@ _SKIP_KINDS = frozenset({*_SKIPPED.values(), "custom"})
 _PREFIX = b'{"type":"'
 # Model output (text and reasoning token deltas) is most of a stream: dropped in one pass.
 _BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
+_ARGS = b'{"type":"TOOL_CALL_ARGS"'
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -121,9 +122,26 @@ class Interpreter:
             if len(kept) != len(lines):
                 res.kinds["content"] += len(lines) - len(kept)
                 res.skipped += len(lines) - len(kept)
-            feed = self.feed
+            feed, args, loads, calls = self.feed, 0, orjson.loads, self._calls
             for i in kept:
-                feed(i, lines[i - 1])
+                line = lines[i - 1]
+                if line.startswith(_ARGS):
+                    # Argument chunks stream one per token: the next-hottest line, so the
+                    # checks of `_tool_args` are inlined here and the lines counted at once.
+                    try:
+                        obj = loads(line)
+                        delta, call = obj["delta"], calls.get(obj["toolCallId"])
+                        if isinstance(delta, str) and isinstance(obj["toolCallId"], str):
+                            if call is not None:
+                                call.args.append(delta)
+                            args += 1
+                            continue
+                    except (orjson.JSONDecodeError, KeyError, TypeError):
+                        pass
+                feed(i, line)  # the general path, which also words any reject
+            if args:
+                res.kinds["tool_call"] += args
+                res.accepted += args
         for n, raw in framed.items:
             self.feed(n, raw)
         return self.finish()

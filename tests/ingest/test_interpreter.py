@@ -989,3 +989,29 @@ def test_no_fact_holds_arguments_messages_or_payloads() -> None:
     expected = (False, [])
 
     assert expected == (SECRET in repr(result.facts), result.rejects)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"TOOL_CALL_ARGS","delta":"x"}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":["c1"],"delta":"x"}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":7}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":"c1","del',
+    ],
+    ids=["no-call-id", "call-id-not-a-string", "delta-not-a-string", "cut-short"],
+)
+def test_a_bad_argument_chunk_is_rejected_when_a_whole_unit_is_read(line: bytes) -> None:
+    body = b"\n".join(
+        [
+            b'{"type":"RUN_STARTED","threadId":"t1","runId":"r1"}',
+            b'{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"deploy"}',
+            line,
+            b'{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{}"}',
+        ]
+    )
+
+    result = interpret_body(body)
+
+    assert [3] == [r.line for r in result.rejects]
+    assert (3, 1) == (result.accepted, len(result.rejects))
