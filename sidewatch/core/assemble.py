@@ -8,7 +8,9 @@ for a wait. Pure: facts in, `WaitEvidence` out.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import orjson
 
 from sidewatch.core.facts import (
     AnswerFact,
@@ -18,11 +20,13 @@ from sidewatch.core.facts import (
     SignalFact,
     SignalKind,
     ThreadFacts,
+    key_hash,
 )
 from sidewatch.core.health import classify
 from sidewatch.core.model import (
     CLOSED_STATES,
     ActionChange,
+    Code,
     Decision,
     Heartbeat,
     Item,
@@ -73,7 +77,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         same = by_id.get(f.interrupt_id)
         last = same[-1] if same else None
         if last is not None and (
-            f.run_id in last.runs or _open_at(last, facts, by_id, policy_for, f)
+            f.run_id in last.runs or _open_at(last, facts, by_id, policy_for, (f.at, f.seq))
         ):
             last.runs.add(f.run_id)  # announced again: the same wait
             continue
@@ -91,6 +95,10 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         by_id.setdefault(f.interrupt_id, []).append(w)
         waits.append(w)
 
+    legacy, legacy_findings = _legacy_answers(facts, by_id, waits, policy_for)
+    if legacy:
+        facts = replace(facts, answers=facts.answers + tuple(legacy))
+    findings += legacy_findings
     extra = _lone_answers(facts, by_id, waits, policy_for)
     for a in facts.answers:
         if a.interrupt_id not in by_id and not any(d.run_id == a.run_id for _, d in extra):
@@ -192,11 +200,58 @@ def _open_at(
     facts: ThreadFacts,
     by_id: dict[str, list[_Wait]],
     policy_for: PolicyFor,
-    f: InterruptFact,
+    before: tuple[int, int],
 ) -> bool:
+    """Whether the wait was open just before the fact at `before` (time, arrival) arrived:
+    producers set no timestamps, so a whole unit often shares one time and only arrival
+    order tells what came first."""
     ev = _evidence(w, facts, by_id, [])
-    verdict = classify(ev, policy_for(ev.action, ev.reason), f.at)
-    return verdict.state not in CLOSED_STATES
+    ev = replace(ev, items=tuple(i for i in ev.items if (i.at, i.seq) < before))
+    return classify(ev, policy_for(ev.action, ev.reason), before[0]).state not in CLOSED_STATES
+
+
+def _legacy_answers(
+    facts: ThreadFacts,
+    by_id: dict[str, list[_Wait]],
+    waits: list[_Wait],
+    policy_for: PolicyFor,
+) -> tuple[list[AnswerFact], list[tuple[str, str]]]:
+    """`forwardedProps.command.resume`: a map keyed by interrupt id when any key names an
+    interrupt of the thread (open or closed); otherwise one answer for the thread's one open
+    wait (with several open: a finding, and nothing applied)."""
+    hashed = {key_hash(interrupt_id): interrupt_id for interrupt_id in by_id}
+    answers: list[AnswerFact] = []
+    findings: list[tuple[str, str]] = []
+    for lr in sorted(facts.legacy_resumes, key=lambda r: (r.at, r.seq)):
+        entries = [(hashed[h], Code(c), d) for h, c, d in orjson.loads(lr.entries) if h in hashed]
+        if entries:
+            answers += [
+                AnswerFact(facts.thread_id, lr.run_id, i, c, lr.at, lr.seq, d)
+                for i, c, d in entries
+            ]
+            continue
+        so_far = replace(facts, answers=facts.answers + tuple(answers))
+        open_then = [
+            w
+            for w in waits
+            if w.key < (lr.at, lr.seq) and _open_at(w, so_far, by_id, policy_for, (lr.at, lr.seq))
+        ]
+        if len(open_then) == 1:
+            answers.append(
+                AnswerFact(
+                    facts.thread_id,
+                    lr.run_id,
+                    open_then[0].first.interrupt_id,
+                    lr.code,
+                    lr.at,
+                    lr.seq,
+                    lr.digest,
+                )
+            )
+        else:
+            rule = "legacy_resume_ambiguous" if open_then else "answer_unknown_interrupt"
+            findings.append((rule, lr.run_id))
+    return answers, findings
 
 
 def _lone_answers(
@@ -216,13 +271,11 @@ def _lone_answers(
         if len(answers) != 1 or run_id not in finished or answers[0].interrupt_id in by_id:
             continue
         a = answers[0]
-        open_then = []
-        for w in waits:
-            if w.key >= (a.at, a.seq):
-                continue
-            ev = _evidence(w, facts, by_id, [])
-            if classify(ev, policy_for(ev.action, ev.reason), a.at).state not in CLOSED_STATES:
-                open_then.append(w)
+        open_then = [
+            w
+            for w in waits
+            if w.key < (a.at, a.seq) and _open_at(w, facts, by_id, policy_for, (a.at, a.seq))
+        ]
         if len(open_then) == 1:
             out.append((open_then[0], Decision(a.at, a.seq, a.code, a.digest, a.run_id, True)))
     return out

@@ -6,6 +6,7 @@ Every fact has `at` (ms since the epoch: the event's timestamp, else its ingest 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -79,6 +80,27 @@ class AnswerFact:
 
 
 @dataclass(frozen=True, slots=True)
+class LegacyResumeFact:
+    """ag-ui-langgraph's `forwardedProps.command.resume` in the input of run `run_id`: read as
+    one answer (`code`), and as a map whose keys may name interrupts (`entries`: JSON list of
+    [key hash, code, digest]); which reading applies is decided once the thread is known."""
+
+    thread_id: str
+    run_id: str
+    code: Code
+    at: int
+    seq: int
+    digest: str | None = None
+    entries: str = "[]"
+
+
+def key_hash(key: str) -> str:
+    """How a legacy resume map's keys are kept (a key may be a payload's field name, so it
+    is never stored as it is); interrupt ids are hashed the same way to compare."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResultFact:
     thread_id: str
     run_id: str
@@ -133,6 +155,7 @@ Fact = (
     | RunFact
     | AnswerFact
     | ToolResultFact
+    | LegacyResumeFact
     | SignalFact
     | HeartbeatFact
     | FindingFact
@@ -151,3 +174,4 @@ class ThreadFacts:
     tool_results: tuple[ToolResultFact, ...] = ()
     signals: tuple[SignalFact, ...] = ()
     heartbeats: tuple[HeartbeatFact, ...] = ()
+    legacy_resumes: tuple[LegacyResumeFact, ...] = ()

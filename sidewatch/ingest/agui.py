@@ -22,12 +22,14 @@ from sidewatch.core.facts import (
     Fact,
     FindingFact,
     InterruptFact,
+    LegacyResumeFact,
     RunFact,
     RunMark,
     ToolCallFact,
     ToolResultFact,
 )
 from sidewatch.core.model import Code
+from sidewatch.ingest.dialects import LegacyInterrupt, legacy_interrupt, legacy_resume
 from sidewatch.ingest.digest import action_digest
 from sidewatch.ingest.evidence import EvidenceError, read_evidence
 from sidewatch.ingest.payload import decision_of
@@ -110,6 +112,8 @@ class Interpreter:
         self._threads: dict[str, str] = {}  # run -> thread, as seen in this unit
         self._calls: dict[str, _Call] = {}  # open tool calls: arguments held in memory only
         self._ended: dict[str, tuple[_Call, str]] = {}  # ended calls: name and digest
+        # legacy on_interrupt events per run, until the run's end says what their ids are
+        self._legacy: dict[str, list[tuple[str, LegacyInterrupt, int, int]]] = {}
 
     # -- entry points ------------------------------------------------------------------
 
@@ -196,6 +200,8 @@ class Interpreter:
             res.accepted += 1
 
     def finish(self) -> UnitResult:
+        for run in list(self._legacy):
+            self._flush_legacy(run, [])  # a run whose end is not in this unit
         for call_id in list(self._calls):
             self._end_call(call_id)  # a stream cut before TOOL_CALL_END still has an action
         # Calls no interrupt of this unit claimed are kept (name and digest only) for an
@@ -274,6 +280,21 @@ class Interpreter:
         at, seq = self._at(obj), self.seq_base + n
         self._set_ctx(inp.thread_id, inp.run_id)
         self._emit(RunFact(inp.run_id, inp.thread_id, RunMark.INPUT, at, seq))
+        if not inp.resume:  # resume[] wins over the legacy form, as the integrations do
+            legacy = legacy_resume(inp.forwarded_props)
+            if legacy is not None:
+                entries = orjson.dumps([list(e) for e in legacy.entries]).decode()
+                self._emit(
+                    LegacyResumeFact(
+                        inp.thread_id,
+                        inp.run_id,
+                        legacy.single,
+                        at,
+                        seq,
+                        legacy.single_digest,
+                        entries,
+                    )
+                )
         for entry in inp.resume or ():
             if entry.status == "cancelled":
                 code, digest = Code.CANCEL, None
@@ -300,9 +321,11 @@ class Interpreter:
         outcome = obj.get("outcome")
         kind = outcome.get("type") if isinstance(outcome, dict) else outcome
         if kind is None or kind == "success":
+            self._flush_legacy(run, [])
             self._emit(RunFact(run, thread, RunMark.FINISHED, at, seq))
             return "run"
         if kind == "cancelled":
+            self._flush_legacy(run, [])
             self._emit(RunFact(run, thread, RunMark.CANCELLED, at, seq))
             return "run"
         if kind != "interrupt":
@@ -319,33 +342,63 @@ class Interpreter:
             if it.id in seen:
                 self._emit(FindingFact("duplicate_interrupt_id", at, seq, thread, run, it.id))
             seen.add(it.id)
-            action = digest = None
-            if it.tool_call_id is not None:
-                self._end_call(it.tool_call_id)
-                claimed = self._ended.pop(it.tool_call_id, None)
-                if claimed is not None:
-                    action, digest = claimed[0].name, claimed[1]
             meta = it.metadata if isinstance(it.metadata, dict) else {}
-            expires = _parse_time(it.expires_at) if it.expires_at is not None else None
-            if it.expires_at is not None and expires is None:
-                self._emit(FindingFact("expires_at_unparsable", at, seq, thread, run, it.id))
-            self._emit(
-                InterruptFact(
-                    thread_id=thread,
-                    run_id=run,
-                    interrupt_id=it.id,
-                    at=at,
-                    seq=seq,
-                    reason=it.reason,
-                    tool_call_id=it.tool_call_id,
-                    expires_at=expires,
-                    digest=_meta_digest(meta) or digest,
-                    handle=(None if "resumeHandle" not in meta else bool(meta["resumeHandle"])),
-                    request_id=_str_or_none(meta.get("requestId")),
-                    action=action,
-                )
+            self._announce(
+                thread,
+                run,
+                it.id,
+                at,
+                seq,
+                it.reason,
+                it.tool_call_id,
+                it.expires_at,
+                meta,
+                None,
+                None,
             )
+        self._flush_legacy(run, [it.id for it in interrupts])
         return "interrupt"
+
+    def _announce(
+        self,
+        thread: str,
+        run: str,
+        interrupt_id: str,
+        at: int,
+        seq: int,
+        reason: str | None,
+        tool_call_id: str | None,
+        expires_raw: str | None,
+        meta: dict[str, Any],
+        action: str | None,
+        digest: str | None,
+    ) -> None:
+        """One interrupt of a run, as a fact: its action is the gated call seen in this unit
+        (or the dialect's own), its digest the producer's fingerprint or the computed one."""
+        if tool_call_id is not None and action is None:
+            self._end_call(tool_call_id)
+            claimed = self._ended.pop(tool_call_id, None)
+            if claimed is not None:
+                action, digest = claimed[0].name, digest or claimed[1]
+        expires = _parse_time(expires_raw) if expires_raw is not None else None
+        if expires_raw is not None and expires is None:
+            self._emit(FindingFact("expires_at_unparsable", at, seq, thread, run, interrupt_id))
+        self._emit(
+            InterruptFact(
+                thread_id=thread,
+                run_id=run,
+                interrupt_id=interrupt_id,
+                at=at,
+                seq=seq,
+                reason=reason,
+                tool_call_id=tool_call_id,
+                expires_at=expires,
+                digest=_meta_digest(meta) or digest,
+                handle=(None if "resumeHandle" not in meta else bool(meta["resumeHandle"])),
+                request_id=_str_or_none(meta.get("requestId")),
+                action=action,
+            )
+        )
 
     def _run_error(self, n: int, obj: dict[str, Any]) -> str:
         _need(obj, "message", "RUN_ERROR")  # read for validity only: never kept
@@ -397,10 +450,56 @@ class Interpreter:
         if call is not None:  # the arguments are dropped here, once digested
             self._ended[call_id] = (call, action_digest(call.name, "".join(call.args)))
 
+    # -- ag-ui-langgraph's legacy interrupt event ------------------------------------------
+
+    def _on_interrupt(self, n: int, obj: dict[str, Any]) -> str:
+        """Held until the run ends: its id may only be known from the run's 1.0 outcome, and
+        when the outcome announces the same interrupt, the outcome's richer fact is kept."""
+        thread, run = self._run(obj, "CUSTOM on_interrupt")
+        legacy = legacy_interrupt(obj.get("value"), obj.get("rawEvent"))
+        self._legacy.setdefault(run, []).append((thread, legacy, self._at(obj), self.seq_base + n))
+        return "interrupt"
+
+    def _flush_legacy(self, run: str, announced: list[str]) -> None:
+        """Emit the run's legacy interrupts once its end is seen (`announced`: the ids of its
+        1.0 outcome, in order). The n-th one without an id is the outcome's n-th interrupt,
+        else `{runId}#{n}`, with a finding."""
+        unnamed = 0
+        for thread, legacy, at, seq in self._legacy.pop(run, []):
+            interrupt_id = legacy.interrupt_id
+            if interrupt_id is None:
+                unnamed += 1
+                if unnamed <= len(announced):
+                    interrupt_id = announced[unnamed - 1]
+                else:
+                    interrupt_id = f"{run}#{unnamed}"
+                    self._emit(
+                        FindingFact(
+                            "legacy_interrupt_without_id", at, seq, thread, run, interrupt_id
+                        )
+                    )
+            if interrupt_id in announced:
+                continue  # the outcome says it all, and more
+            self._announce(
+                thread,
+                run,
+                interrupt_id,
+                at,
+                seq,
+                legacy.reason,
+                legacy.tool_call_id,
+                legacy.expires_at,
+                {},
+                legacy.action,
+                legacy.digest,
+            )
+
     # -- CUSTOM: sidewatch evidence events ------------------------------------------------
 
     def _custom(self, n: int, obj: dict[str, Any]) -> str:
         name = _need(obj, "name", "CUSTOM")
+        if name == "on_interrupt":
+            return self._on_interrupt(n, obj)
         if not name.startswith("sidewatch."):
             return "custom"
         if "value" not in obj:

@@ -16,6 +16,7 @@ from sidewatch.core.facts import (
     AnswerFact,
     HeartbeatFact,
     InterruptFact,
+    LegacyResumeFact,
     RunFact,
     RunMark,
     SignalFact,
@@ -128,6 +129,11 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
                 r[11],
             )
         )
+    legacy = _grouped(
+        _select(conn, "legacy_resume", LegacyResumeFact, where, where_ids),
+        0,
+        lambda r: LegacyResumeFact(r[0], r[1], _CODES[r[2]], r[3], r[4], r[5], r[6]),
+    )
     beats = _grouped(
         _select(conn, "heartbeat", HeartbeatFact, where, where_ids),
         0,
@@ -143,6 +149,7 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
             tool_results=tuple(results.get(thread, ())),
             signals=tuple(signals.get(thread, ())),
             heartbeats=tuple(beats.get(thread, ())),
+            legacy_resumes=tuple(legacy.get(thread, ())),
         )
         for thread, its in interrupts.items()
     ]

@@ -96,6 +96,20 @@ class AnswerRow(SQLModel, table=True):
     seq: int = Field(sa_type=Ms)
 
 
+class LegacyResumeRow(SQLModel, table=True):
+    """`forwardedProps.command.resume` answers: codes and hashed keys only, never payloads."""
+
+    __tablename__ = "legacy_resume"
+    id: int | None = Field(default=None, primary_key=True)
+    thread_id: str = Field(max_length=256, index=True)
+    run_id: str = Field(max_length=256, unique=True)
+    code: str = Field(max_length=16)
+    digest: str | None = Field(default=None, max_length=128)
+    entries: str = Field(max_length=8192)
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
 class ToolResultRow(SQLModel, table=True):
     __tablename__ = "tool_result"
     __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)

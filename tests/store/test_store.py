@@ -38,6 +38,7 @@ TABLES = {
     "wait_state",
     "transition",
     "dirty_thread",
+    "legacy_resume",
 }
 
 

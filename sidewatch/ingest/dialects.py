@@ -1,0 +1,100 @@
+"""Interrupt dialects of real producers, read into the same content-free facts as AG-UI 1.0.
+
+ag-ui-langgraph's legacy `CUSTOM on_interrupt` carries the `interrupt()` value as a JSON
+string (its id only in `rawEvent.id`); its resumes come as `forwardedProps.command.resume`.
+Only names, ids, reasons, times and digests are read; messages and payloads are dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sidewatch.core.facts import key_hash
+from sidewatch.core.model import Code
+from sidewatch.ingest.digest import digest_of
+from sidewatch.ingest.payload import decision_of
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyInterrupt:
+    """What an `on_interrupt` value says about the wait (never its message)."""
+
+    interrupt_id: str | None
+    reason: str | None
+    tool_call_id: str | None
+    expires_at: str | None
+    action: str | None
+    digest: str | None
+
+
+def legacy_interrupt(value: Any, raw_event: Any) -> LegacyInterrupt:
+    """Read an `on_interrupt` CUSTOM event: `value` (a JSON string, or already an object) and
+    `rawEvent` (whose `id` is the interrupt id, when raw events are on)."""
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            value = {}  # a plain string value: nothing but a message, which is not kept
+    if not isinstance(value, dict):
+        value = {}
+    interrupt_id = raw_event.get("id") if isinstance(raw_event, dict) else None
+    call = value.get("toolCallId", value.get("tool_call_id"))
+    action, digest = _hitl_action(value.get("action_requests"))
+    return LegacyInterrupt(
+        interrupt_id=interrupt_id if isinstance(interrupt_id, str) and interrupt_id else None,
+        reason=_str(value.get("reason")),
+        tool_call_id=_str(call),
+        expires_at=_str(value.get("expiresAt")),
+        action=action,
+        digest=digest,
+    )
+
+
+def _hitl_action(requests: Any) -> tuple[str | None, str | None]:
+    """LangChain's HumanInTheLoopMiddleware: `action_requests: [{name, args, description?}]`.
+    The action is the first request's name; the digest covers every request's name and args
+    (descriptions left out)."""
+    if not isinstance(requests, list) or not requests:
+        return None, None
+    named = [r for r in requests if isinstance(r, dict) and isinstance(r.get("name"), str)]
+    if not named:
+        return None, None
+    first = named[0]["name"]
+    body = {"name": first, "args": [{"name": r["name"], "args": r.get("args")} for r in named]}
+    return first, digest_of(body)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyResume:
+    """`forwardedProps.command.resume`: the whole value read as one answer, and each of its
+    top-level keys (hashed: a key may be a payload's field name) with its own answer, for
+    the case where it turns out to be a map keyed by interrupt id."""
+
+    single: Code
+    single_digest: str | None
+    entries: tuple[tuple[str, Code, str | None], ...]  # (hash of key, code, digest)
+
+
+def legacy_resume(forwarded_props: Any) -> LegacyResume | None:
+    if not isinstance(forwarded_props, dict):
+        return None
+    command = forwarded_props.get("command")
+    if not isinstance(command, dict) or "resume" not in command:
+        return None
+    value = command["resume"]
+    if isinstance(value, str):
+        with contextlib.suppress(orjson.JSONDecodeError):  # else: a plain string answer
+            value = orjson.loads(value)
+    code, digest = decision_of(value)
+    entries: tuple[tuple[str, Code, str | None], ...] = ()
+    if isinstance(value, dict):
+        entries = tuple((key_hash(str(k)), *decision_of(v)) for k, v in value.items())
+    return LegacyResume(code, digest, entries)
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
