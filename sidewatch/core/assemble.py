@@ -69,6 +69,7 @@ class ThreadWaits:
 def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     """Every wait of the thread with its timeline, in the order the waits were announced."""
     calls = {c.tool_call_id: c for c in facts.tool_calls}
+    facts = _first_tool_message_answers(facts)
     by_id: dict[str, list[_Wait]] = {}
     waits: list[_Wait] = []
     findings: list[tuple[str, str]] = []
@@ -125,6 +126,7 @@ def _evidence(
         digest=w.digest,
         handle=f.handle,
         items=tuple(_items(w, facts, by_id)) + tuple(extra),
+        tool_result_receipt=f.tool_result_receipt,
     )
 
 
@@ -208,6 +210,20 @@ def _open_at(
     ev = _evidence(w, facts, by_id, [])
     ev = replace(ev, items=tuple(i for i in ev.items if (i.at, i.seq) < before))
     return classify(ev, policy_for(ev.action, ev.reason), before[0]).state not in CLOSED_STATES
+
+
+def _first_tool_message_answers(facts: ThreadFacts) -> ThreadFacts:
+    """ADK clients repeat a confirmation's answer in every later input's history: only the
+    first answer for an interrupt counts; the repeats are not continuations."""
+    seen: set[str] = set()
+    kept = []
+    for a in sorted(facts.answers, key=lambda a: (a.at, a.seq)):
+        if a.via == "tool_message":
+            if a.interrupt_id in seen:
+                continue
+            seen.add(a.interrupt_id)
+        kept.append(a)
+    return replace(facts, answers=tuple(kept)) if len(kept) != len(facts.answers) else facts
 
 
 def _legacy_answers(

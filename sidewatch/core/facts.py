@@ -43,6 +43,7 @@ class InterruptFact:
     handle: bool | None = None  # metadata.resumeHandle: present, null, or not reported
     request_id: str | None = None  # metadata.requestId
     action: str | None = None  # the gated tool call's name, when the unit held the call
+    tool_result_receipt: bool = False  # only the gated call's result consumes it (ADK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,7 @@ class AnswerFact:
     at: int
     seq: int
     digest: str | None = None
+    via: str = "resume"  # "resume": a resume[] entry; "tool_message": ADK's tool message
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,7 +206,7 @@ def _run_event(acc: _Acc, r: RunEvent, ev: WaitEvidence, policy: Policy) -> None
         acc.tool_result_runs.add(r.run_id)
         _receipt(acc, r.at, ev)
     elif r.step is RunStep.STARTED:
-        if answered is Code.ACCEPT and policy.receipt is ReceiptKind.RUN_STARTED:
+        if answered is Code.ACCEPT and _receipt_kind(policy, ev) is ReceiptKind.RUN_STARTED:
             _receipt(acc, r.at, ev)
     elif r.step is RunStep.ERROR:
         if answered is Code.ACCEPT:
@@ -214,7 +214,10 @@ def _run_event(acc: _Acc, r: RunEvent, ev: WaitEvidence, policy: Policy) -> None
     elif r.reannounced:
         return  # the run asked for the same wait again: it did not move past it
     elif answered is Code.ACCEPT:
-        if policy.receipt is ReceiptKind.TOOL_RESULT and r.run_id not in acc.tool_result_runs:
+        if (
+            _receipt_kind(policy, ev) is ReceiptKind.TOOL_RESULT
+            and r.run_id not in acc.tool_result_runs
+        ):
             _failure(acc, r.at)  # finished without the receipt its policy requires
         elif acc.last_cont != "receipt":
             _receipt(acc, r.at, ev)
@@ -226,6 +229,11 @@ def _run_event(acc: _Acc, r: RunEvent, ev: WaitEvidence, policy: Policy) -> None
             acc.dropped = True
             _finding(acc, FINDING_DROPPED)
             _close(acc, State.CANCELLED, r.at)
+
+
+def _receipt_kind(policy: Policy, ev: WaitEvidence) -> ReceiptKind:
+    """The policy's receipt, unless the producer only ever consumes with the call's result."""
+    return ReceiptKind.TOOL_RESULT if ev.tool_result_receipt else policy.receipt
 
 
 def _receipt(acc: _Acc, at: int, ev: WaitEvidence) -> None:

@@ -189,6 +189,7 @@ class WaitEvidence:
     digest: str | None = None
     handle: bool | None = None  # metadata.resumeHandle at request time (None: not reported)
     items: tuple[Item, ...] = ()
+    tool_result_receipt: bool = False  # the producer consumes it only with the call's result
 
 
 # ---------------------------------------------------------------------------------------

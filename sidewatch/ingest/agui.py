@@ -29,7 +29,16 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
-from sidewatch.ingest.dialects import LegacyInterrupt, legacy_interrupt, legacy_resume
+from sidewatch.ingest.dialects import (
+    ADK_CONFIRMATION,
+    AdkOriginal,
+    LegacyInterrupt,
+    adk_answer,
+    adk_original,
+    adk_original_of_meta,
+    legacy_interrupt,
+    legacy_resume,
+)
 from sidewatch.ingest.digest import action_digest
 from sidewatch.ingest.evidence import EvidenceError, read_evidence
 from sidewatch.ingest.payload import decision_of
@@ -93,6 +102,7 @@ class _LineError(Exception):
 @dataclass(slots=True)
 class _Call:
     name: str
+    thread_id: str
     run_id: str
     at: int
     seq: int
@@ -113,6 +123,8 @@ class Interpreter:
         self._calls: dict[str, _Call] = {}  # open tool calls: arguments held in memory only
         self._ended: dict[str, tuple[_Call, str]] = {}  # ended calls: name and digest
         # legacy on_interrupt events per run, until the run's end says what their ids are
+        self._adk: dict[str, AdkOriginal] = {}  # ADK confirmation call id -> the gated call
+        self._adk_pending: dict[str, list[tuple[str, str, int, int]]] = {}  # per run
         self._legacy: dict[str, list[tuple[str, LegacyInterrupt, int, int]]] = {}
 
     # -- entry points ------------------------------------------------------------------
@@ -202,6 +214,11 @@ class Interpreter:
     def finish(self) -> UnitResult:
         for run in list(self._legacy):
             self._flush_legacy(run, [])  # a run whose end is not in this unit
+        for call_id in list(self._calls):
+            if self._calls[call_id].name == ADK_CONFIRMATION:
+                self._end_call(call_id)
+        for run in list(self._adk_pending):
+            self._flush_adk(run, [])
         for call_id in list(self._calls):
             self._end_call(call_id)  # a stream cut before TOOL_CALL_END still has an action
         # Calls no interrupt of this unit claimed are kept (name and digest only) for an
@@ -295,6 +312,21 @@ class Interpreter:
                         entries,
                     )
                 )
+        for m in inp.messages:
+            answer = adk_answer(m)
+            if answer is not None:  # ADK: a tool message for a confirmation call
+                self._emit(
+                    AnswerFact(
+                        inp.thread_id,
+                        inp.run_id,
+                        answer[0],
+                        answer[1],
+                        at,
+                        seq,
+                        None,
+                        "tool_message",
+                    )
+                )
         for entry in inp.resume or ():
             if entry.status == "cancelled":
                 code, digest = Code.CANCEL, None
@@ -322,10 +354,12 @@ class Interpreter:
         kind = outcome.get("type") if isinstance(outcome, dict) else outcome
         if kind is None or kind == "success":
             self._flush_legacy(run, [])
+            self._flush_adk(run, [])
             self._emit(RunFact(run, thread, RunMark.FINISHED, at, seq))
             return "run"
         if kind == "cancelled":
             self._flush_legacy(run, [])
+            self._flush_adk(run, [])
             self._emit(RunFact(run, thread, RunMark.CANCELLED, at, seq))
             return "run"
         if kind != "interrupt":
@@ -357,6 +391,7 @@ class Interpreter:
                 None,
             )
         self._flush_legacy(run, [it.id for it in interrupts])
+        self._flush_adk(run, [it.id for it in interrupts])
         return "interrupt"
 
     def _announce(
@@ -375,7 +410,11 @@ class Interpreter:
     ) -> None:
         """One interrupt of a run, as a fact: its action is the gated call seen in this unit
         (or the dialect's own), its digest the producer's fingerprint or the computed one."""
-        if tool_call_id is not None and action is None:
+        original = self._adk.get(tool_call_id or "") or adk_original_of_meta(meta)
+        tool_result_receipt = original is not None
+        if original is not None:  # ADK: the action is the call awaiting confirmation
+            tool_call_id, action, digest = original.call_id, original.name, original.digest
+        elif tool_call_id is not None and action is None:
             self._end_call(tool_call_id)
             claimed = self._ended.pop(tool_call_id, None)
             if claimed is not None:
@@ -397,8 +436,18 @@ class Interpreter:
                 handle=(None if "resumeHandle" not in meta else bool(meta["resumeHandle"])),
                 request_id=_str_or_none(meta.get("requestId")),
                 action=action,
+                tool_result_receipt=tool_result_receipt,
             )
         )
+
+    def _flush_adk(self, run: str, announced: list[str]) -> None:
+        """ADK's default mode announces a wait only by its confirmation tool call: at the
+        run's end, every confirmation its 1.0 outcome did not announce becomes a wait."""
+        for thread, call_id, at, seq in self._adk_pending.pop(run, []):
+            if call_id not in announced:
+                self._announce(
+                    thread, run, call_id, at, seq, "confirmation", call_id, None, {}, None, None
+                )
 
     def _run_error(self, n: int, obj: dict[str, Any]) -> str:
         _need(obj, "message", "RUN_ERROR")  # read for validity only: never kept
@@ -411,8 +460,8 @@ class Interpreter:
     def _tool_start(self, n: int, obj: dict[str, Any]) -> str:
         call_id = _need(obj, "toolCallId", "TOOL_CALL_START")
         name = _need(obj, "toolCallName", "TOOL_CALL_START")
-        _, run = self._run(obj, "TOOL_CALL_START")
-        self._calls[call_id] = _Call(name, run, self._at(obj), self.seq_base + n, [])
+        thread, run = self._run(obj, "TOOL_CALL_START")
+        self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
         return "tool_call"
 
     def _tool_args(self, n: int, obj: dict[str, Any]) -> str:
@@ -433,8 +482,8 @@ class Interpreter:
     def _tool_chunk(self, n: int, obj: dict[str, Any]) -> str:
         call_id, name, delta = obj.get("toolCallId"), obj.get("toolCallName"), obj.get("delta")
         if isinstance(call_id, str) and isinstance(name, str) and call_id not in self._calls:
-            _, run = self._run(obj, "TOOL_CALL_CHUNK")
-            self._calls[call_id] = _Call(name, run, self._at(obj), self.seq_base + n, [])
+            thread, run = self._run(obj, "TOOL_CALL_CHUNK")
+            self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
         if isinstance(call_id, str) and isinstance(delta, str) and call_id in self._calls:
             self._calls[call_id].args.append(delta)
         return "tool_call"
@@ -447,8 +496,17 @@ class Interpreter:
 
     def _end_call(self, call_id: str) -> None:
         call = self._calls.pop(call_id, None)
-        if call is not None:  # the arguments are dropped here, once digested
-            self._ended[call_id] = (call, action_digest(call.name, "".join(call.args)))
+        if call is None:
+            return
+        args = "".join(call.args)  # dropped at the end of this method, once digested
+        self._ended[call_id] = (call, action_digest(call.name, args))
+        if call.name == ADK_CONFIRMATION:
+            original = adk_original(args)
+            if original is not None:
+                self._adk[call_id] = original
+                self._adk_pending.setdefault(call.run_id, []).append(
+                    (call.thread_id, call_id, call.at, call.seq)
+                )
 
     # -- ag-ui-langgraph's legacy interrupt event ------------------------------------------
 

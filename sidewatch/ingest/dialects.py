@@ -98,3 +98,63 @@ def legacy_resume(forwarded_props: Any) -> LegacyResume | None:
 
 def _str(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
+
+
+# --- ag-ui-adk -----------------------------------------------------------------------------
+#
+# A call awaiting confirmation is announced by a tool call named `adk_request_confirmation`
+# whose arguments hold `originalFunctionCall {id, name, args}`; the interrupt id is the
+# confirmation call's id. The answer is a `role: "tool"` message for that id with
+# `{"confirmed": true|false}`, and the receipt is the TOOL_CALL_RESULT of the original call.
+
+ADK_CONFIRMATION = "adk_request_confirmation"
+
+
+@dataclass(frozen=True, slots=True)
+class AdkOriginal:
+    """The call a confirmation gates: its id (whose result is the receipt), name, digest."""
+
+    call_id: str
+    name: str
+    digest: str
+
+
+def adk_original(args_text: str) -> AdkOriginal | None:
+    """From the arguments of an `adk_request_confirmation` call."""
+    try:
+        args = orjson.loads(args_text)
+    except orjson.JSONDecodeError:
+        return None
+    return _original(args.get("originalFunctionCall") if isinstance(args, dict) else None)
+
+
+def adk_original_of_meta(meta: dict[str, Any]) -> AdkOriginal | None:
+    """From `metadata.adk.originalFunctionCall` of a 1.0 interrupt (outcome mode)."""
+    adk = meta.get("adk")
+    return _original(adk.get("originalFunctionCall") if isinstance(adk, dict) else None)
+
+
+def _original(call: Any) -> AdkOriginal | None:
+    if not isinstance(call, dict):
+        return None
+    call_id, name = call.get("id"), call.get("name")
+    if not isinstance(call_id, str) or not isinstance(name, str):
+        return None
+    return AdkOriginal(call_id, name, digest_of({"name": name, "args": call.get("args", {})}))
+
+
+def adk_answer(message: Any) -> tuple[str, Code] | None:
+    """(confirmation id, accept|decline) of a tool message answering a confirmation; its
+    content is read for `confirmed` only."""
+    if getattr(message, "role", None) != "tool":
+        return None
+    content, call_id = getattr(message, "content", None), getattr(message, "tool_call_id", None)
+    if not isinstance(content, str) or not isinstance(call_id, str) or "confirmed" not in content:
+        return None
+    try:
+        value = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("confirmed"), bool):
+        return None
+    return call_id, Code.ACCEPT if value["confirmed"] else Code.DECLINE

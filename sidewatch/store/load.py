@@ -71,7 +71,19 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
         _select(conn, "interrupt", InterruptFact, where, chosen),
         0,
         lambda r: InterruptFact(
-            r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], _bool(r[9]), r[10], r[11]
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            r[6],
+            r[7],
+            r[8],
+            _bool(r[9]),
+            r[10],
+            r[11],
+            bool(r[12]),
         ),
     )
     if not interrupts:
@@ -101,7 +113,7 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     answers = _grouped(
         _select(conn, "answer", AnswerFact, where, where_ids),
         0,
-        lambda r: AnswerFact(r[0], r[1], r[2], _CODES[r[3]], r[4], r[5], r[6]),
+        lambda r: AnswerFact(r[0], r[1], r[2], _CODES[r[3]], r[4], r[5], r[6], r[7]),
     )
     results = _grouped(
         _select(conn, "tool_result", ToolResultFact, where, where_ids),

@@ -58,6 +58,7 @@ class InterruptRow(SQLModel, table=True):
     handle: bool | None = None
     request_id: str | None = Field(default=None, max_length=512, index=True)
     action: str | None = Field(default=None, max_length=256)
+    tool_result_receipt: bool = False
 
 
 class ToolCallRow(SQLModel, table=True):
@@ -94,6 +95,7 @@ class AnswerRow(SQLModel, table=True):
     digest: str | None = Field(default=None, max_length=128)
     at: int = Field(sa_type=Ms)
     seq: int = Field(sa_type=Ms)
+    via: str = Field(default="resume", max_length=16)
 
 
 class LegacyResumeRow(SQLModel, table=True):

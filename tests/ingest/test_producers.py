@@ -3,13 +3,14 @@ tests/fixtures/producers/README.md), ingested as one unit each, and the verdicts
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact
-from sidewatch.core.policy import DEFAULT_POLICY
+from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.reader import frame
@@ -47,13 +48,49 @@ LANGGRAPH = {
     "langgraph-lone-answer-wrong-id-resume10": [("RESUMED", "accept", True)],
 }
 
+ADK = {
+    # the receipt is the TOOL_CALL_RESULT of the original call, not the run's start
+    "adk-approve-default": [("RESUMED", "accept", False)],
+    "adk-approve-default-messages-snapshot": [("RESUMED", "accept", False)],
+    "adk-approve-outcome-resume10": [("RESUMED", "accept", False)],
+    "adk-decline-default": [("CLOSED_BY_DECLINE", "decline", False)],
+    "adk-cancel-outcome-resume10": [("CANCELLED", "cancel", False)],
+    "adk-two-confirmations-default": [
+        ("RESUMED", "accept", False),
+        ("CLOSED_BY_DECLINE", "decline", False),
+    ],
+    # ag-ui-adk drops the approved call here and still finishes the run: caught as stuck
+    "adk-two-confirmations-default-interleaved": [
+        ("STUCK_AFTER_DECISION", "accept", False),
+        ("CLOSED_BY_DECLINE", "decline", False),
+    ],
+    "adk-two-confirmations-outcome-resume10": [
+        ("STUCK_AFTER_DECISION", "accept", False),
+        ("CLOSED_BY_DECLINE", "decline", False),
+    ],
+    # a tool-message answer in outcome mode is refused with a bare RUN_ERROR
+    "adk-outcome-answered-by-tool-message": [("STUCK_AFTER_DECISION", "accept", False)],
+    # a resume naming an unknown id is refused: the wait is still waiting for its answer
+    "adk-outcome-resume10-wrong-id": [("WAITING", None, False)],
+    # the first later run finishes without the pending second confirmation: by AG-UI's rule
+    # the producer dropped it (docs/interpretations.md); the first approval was never run
+    "adk-two-confirmations-default-separate-runs": [
+        ("STUCK_AFTER_DECISION", "accept", False),
+        ("CANCELLED", None, True),
+    ],
+}
+# These integrations report no route, handle or heartbeat: a deployment marks them ignored.
+QUIET = replace(
+    DEFAULT_POLICY, name="quiet", route=Need.IGNORED, handle=Need.IGNORED, heartbeat=Need.IGNORED
+)
+
 
 def _verdicts(tmp_path: Path, name: str) -> list[tuple[str, str | None, bool]]:
     engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
     store = Store(engine)
     body = (PRODUCERS / f"{name}.ndjson").read_bytes()
     summary = ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
-    waits = audit(store, (DEFAULT_POLICY,), NOW)
+    waits = audit(store, (QUIET,), NOW)
     engine.dispose()
     assert () == summary.rejects
     return [
@@ -71,6 +108,28 @@ def test_langgraph_streams_get_the_verdicts_of_what_happened(
     tmp_path: Path, name: str, expected: list[tuple[str, str | None, bool]]
 ) -> None:
     assert expected == _verdicts(tmp_path, name)
+
+
+@pytest.mark.parametrize(("name", "expected"), ADK.items(), ids=list(ADK))
+def test_adk_streams_get_the_verdicts_of_what_happened(
+    tmp_path: Path, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    assert expected == _verdicts(tmp_path, name)
+
+
+def test_an_adk_wait_is_the_original_call_not_the_confirmation(tmp_path: Path) -> None:
+    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store = Store(engine)
+    body = (PRODUCERS / "adk-approve-default.ndjson").read_bytes()
+    ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))
+
+    (wait,) = audit(store, (QUIET,), NOW)
+    engine.dispose()
+
+    ev = wait.evidence
+    assert ("delete_file", "confirmation", True) == (ev.action, ev.reason, ev.tool_result_receipt)
+    assert ev.interrupt_id.startswith("adk-")
+    assert ev.tool_call_id is not None and not ev.tool_call_id.startswith("adk-")
 
 
 def test_a_legacy_interrupt_without_raw_event_gets_a_positional_id_and_a_finding() -> None:

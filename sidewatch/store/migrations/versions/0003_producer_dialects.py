@@ -1,8 +1,8 @@
-"""legacy resumes
+"""producer dialects
 
 Revision ID: 0003
 Revises: 0002
-Create Date: 2026-11-30 15:40:58.336852
+Create Date: 2026-11-30 15:45:29.420492
 """
 
 from __future__ import annotations
@@ -33,8 +33,26 @@ def upgrade() -> None:
     with op.batch_alter_table("legacy_resume", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_legacy_resume_thread_id"), ["thread_id"], unique=False)
 
+    with op.batch_alter_table("answer", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("via", sa.String(length=16), nullable=False, server_default="resume")
+        )
+
+    with op.batch_alter_table("interrupt", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column(
+                "tool_result_receipt", sa.Boolean(), nullable=False, server_default=sa.false()
+            )
+        )
+
 
 def downgrade() -> None:
+    with op.batch_alter_table("interrupt", schema=None) as batch_op:
+        batch_op.drop_column("tool_result_receipt")
+
+    with op.batch_alter_table("answer", schema=None) as batch_op:
+        batch_op.drop_column("via")
+
     with op.batch_alter_table("legacy_resume", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_legacy_resume_thread_id"))
 
