@@ -14,6 +14,7 @@ import orjson
 
 from sidewatch.core.facts import (
     AnswerFact,
+    FindingFact,
     InterruptFact,
     RunFact,
     RunMark,
@@ -63,7 +64,7 @@ class _Wait:
 @dataclass(frozen=True, slots=True)
 class ThreadWaits:
     waits: tuple[WaitEvidence, ...]
-    findings: tuple[tuple[str, str], ...]  # (rule, interrupt id or run id) noticed on the thread
+    findings: tuple[FindingFact, ...]  # noticed on the thread, about no single wait
 
 
 def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
@@ -72,7 +73,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     facts = _first_tool_message_answers(facts)
     by_id: dict[str, list[_Wait]] = {}
     waits: list[_Wait] = []
-    findings: list[tuple[str, str]] = []
+    findings: list[FindingFact] = []
 
     for f in sorted(facts.interrupts, key=lambda i: (i.at, i.seq)):
         same = by_id.get(f.interrupt_id)
@@ -103,9 +104,55 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     extra = _lone_answers(facts, by_id, waits, policy_for)
     for a in facts.answers:
         if a.interrupt_id not in by_id and not any(d.run_id == a.run_id for _, d in extra):
-            findings.append(("answer_unknown_interrupt", a.interrupt_id))
-    evidence = tuple(_evidence(w, facts, by_id, [d for a, d in extra if a is w]) for w in waits)
-    return ThreadWaits(evidence, tuple(findings))
+            findings.append(
+                FindingFact(
+                    "answer_unknown_interrupt",
+                    a.at,
+                    a.seq,
+                    facts.thread_id,
+                    a.run_id,
+                    a.interrupt_id,
+                )
+            )
+    evidence = []
+    for w in waits:
+        mine = [d for a, d in extra if a is w]
+        ev = _evidence(w, facts, by_id, mine)
+        rules = _wait_findings(w, facts, by_id, policy_for, {d.run_id for d in mine})
+        evidence.append(replace(ev, findings=rules) if rules else ev)
+    return ThreadWaits(tuple(evidence), tuple(findings))
+
+
+def _wait_findings(
+    w: _Wait,
+    facts: ThreadFacts,
+    by_id: dict[str, list[_Wait]],
+    policy_for: PolicyFor,
+    lone_runs: set[str | None],
+) -> tuple[str, ...]:
+    """The protocol findings about one wait: those noticed at ingest, a run that started on
+    the thread while the wait was open without answering it, and a continuation the producer
+    refused (a RUN_ERROR in a run whose input answered the wait)."""
+    rules = [
+        f.rule
+        for f in facts.findings
+        if f.interrupt_id == w.first.interrupt_id and f.run_id in w.runs
+    ]
+    answering = {a.run_id for a in facts.answers if _answer_wait(a, by_id) is w} | lone_runs
+    errored = {r.run_id for r in facts.runs if r.mark is RunMark.ERROR}
+    if answering & errored:
+        rules.append("resume_rejected")
+    later = _later_runs(w, facts.runs)
+    for r in sorted(facts.runs, key=lambda r: (r.at, r.seq)):
+        if (
+            r.mark is RunMark.INPUT
+            and r.run_id in later
+            and r.run_id not in answering
+            and _open_at(w, facts, by_id, policy_for, (r.at, r.seq))
+        ):
+            rules.append("run_ignores_open_interrupt")
+            break
+    return tuple(dict.fromkeys(rules))
 
 
 def _evidence(
@@ -231,13 +278,13 @@ def _legacy_answers(
     by_id: dict[str, list[_Wait]],
     waits: list[_Wait],
     policy_for: PolicyFor,
-) -> tuple[list[AnswerFact], list[tuple[str, str]]]:
+) -> tuple[list[AnswerFact], list[FindingFact]]:
     """`forwardedProps.command.resume`: a map keyed by interrupt id when any key names an
     interrupt of the thread (open or closed); otherwise one answer for the thread's one open
     wait (with several open: a finding, and nothing applied)."""
     hashed = {key_hash(interrupt_id): interrupt_id for interrupt_id in by_id}
     answers: list[AnswerFact] = []
-    findings: list[tuple[str, str]] = []
+    findings: list[FindingFact] = []
     for lr in sorted(facts.legacy_resumes, key=lambda r: (r.at, r.seq)):
         entries = [(hashed[h], Code(c), d) for h, c, d in orjson.loads(lr.entries) if h in hashed]
         if entries:
@@ -266,7 +313,7 @@ def _legacy_answers(
             )
         else:
             rule = "legacy_resume_ambiguous" if open_then else "answer_unknown_interrupt"
-            findings.append((rule, lr.run_id))
+            findings.append(FindingFact(rule, lr.at, lr.seq, facts.thread_id, lr.run_id, None))
     return answers, findings
 
 

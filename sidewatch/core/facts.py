@@ -177,3 +177,4 @@ class ThreadFacts:
     signals: tuple[SignalFact, ...] = ()
     heartbeats: tuple[HeartbeatFact, ...] = ()
     legacy_resumes: tuple[LegacyResumeFact, ...] = ()
+    findings: tuple[FindingFact, ...] = ()

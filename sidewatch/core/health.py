@@ -413,7 +413,7 @@ def _verdict(
         policy=policy.name,
         thresholds=policy.thresholds,
         facts=facts,
-        findings=tuple(acc.findings),
+        findings=tuple(dict.fromkeys((*ev.findings, *acc.findings))),
         transitions=tuple(transitions),
         due_at=due,
     )

@@ -190,6 +190,7 @@ class WaitEvidence:
     handle: bool | None = None  # metadata.resumeHandle at request time (None: not reported)
     items: tuple[Item, ...] = ()
     tool_result_receipt: bool = False  # the producer consumes it only with the call's result
+    findings: tuple[str, ...] = ()  # protocol findings about this wait noticed before the model
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import orjson
 
 from sidewatch.core.assemble import assemble
+from sidewatch.core.facts import FindingFact
 from sidewatch.core.health import classify
 from sidewatch.core.model import CLOSED_STATES, Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
@@ -102,18 +103,19 @@ class Auditor:
         stored = self.state.states(threads)
         states: list[StoredState] = []
         records: list[StoredTransition] = []
-        findings: list[tuple[str, str, int]] = []
+        findings: list[FindingFact] = []
         errors = 0
         keep: set[str] = set()  # threads to look at again next tick, whatever is due
         for facts in self.store.threads(threads):
             try:
-                evidence = assemble(facts, self.policy_for).waits
+                assembled = assemble(facts, self.policy_for)
             except Exception:
                 log.exception("thread %s could not be assembled; skipped", facts.thread_id)
                 errors += 1
                 keep.add(facts.thread_id)
                 continue
-            for ev in evidence:
+            findings += assembled.findings
+            for ev in assembled.waits:
                 if ev.requested_at > now:  # a producer's clock ahead of ours
                     keep.add(ev.thread_id)
                     continue
@@ -128,7 +130,10 @@ class Auditor:
                 old = stored.get(ev.request_id)
                 states.append(_stored(ev, verdict, now, _next_item(ev, now)))
                 records += self._record(ev, verdict, old, now)
-                findings += [(rule, ev.request_id, now) for rule in verdict.findings]
+                findings += [
+                    FindingFact(rule, now, 0, ev.thread_id, ev.run_id, ev.interrupt_id)
+                    for rule in verdict.findings
+                ]
         cleared = [(t, marks[t]) for t in threads if t in marks and t not in keep]
         self.state.save(states, records, findings, cleared)
         return len(states), len(records), errors

@@ -40,12 +40,17 @@ REJECT_REASONS = (
     "unknown_evidence",
 )
 FINDING_RULES = (
-    "expires_at_unparsable",
-    "duplicate_interrupt_id",
-    "answered_after_expiry",
-    "dropped_unanswered",
     "answer_matched_by_lone_wait",
     "answer_unknown_interrupt",
+    "answered_after_expiry",
+    "dropped_unanswered",
+    "duplicate_interrupt_id",
+    "expires_at_unparsable",
+    "interrupt_outcome_empty",
+    "legacy_interrupt_without_id",
+    "legacy_resume_ambiguous",
+    "resume_rejected",
+    "run_ignores_open_interrupt",
 )
 
 

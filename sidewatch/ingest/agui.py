@@ -362,6 +362,13 @@ class Interpreter:
             self._flush_adk(run, [])
             self._emit(RunFact(run, thread, RunMark.CANCELLED, at, seq))
             return "run"
+        if kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts"):
+            # The protocol requires at least one interrupt; the run still ended.
+            self._emit(FindingFact("interrupt_outcome_empty", at, seq, thread, run, None))
+            self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
+            self._flush_legacy(run, [])
+            self._flush_adk(run, [])
+            return "interrupt"
         if kind != "interrupt":
             raise _LineError(
                 "invalid_field",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from sidewatch.core.facts import FindingFact
 from sidewatch.errors import StoreError
 from sidewatch.store.models import (
     DirtyThread,
@@ -147,11 +148,11 @@ class AuditState:
         self,
         states: Sequence[StoredState],
         transitions: Sequence[StoredTransition],
-        findings: Iterable[tuple[str, str, int]],
+        findings: Sequence[FindingFact],
         cleared: Sequence[tuple[str, int]],
     ) -> None:
-        """Record one batch of verdicts at once: states, transitions, verdict findings
-        (rule, requestId, at), and clear the dirty marks that were read before the batch."""
+        """Record one batch of verdicts at once: states, transitions, findings (a finding
+        already stored is not stored again), and clear the dirty marks read before the batch."""
         try:
             with self.engine.begin() as conn:
                 # Straight to the driver's executemany: a full audit writes a row per wait.
@@ -164,12 +165,22 @@ class AuditState:
                         driver_sql(conn, _INSERT_TRANSITION),
                         [_TRANSITION_ROW(t) for t in transitions],
                     )
-                rows = [
-                    (f"{rule}\0{request_id}", rule, at, request_id)
-                    for rule, request_id, at in findings
-                ]
-                if rows:
-                    _insert_findings(conn, rows)
+                if findings:
+                    conn.exec_driver_sql(
+                        driver_sql(conn, _INSERT_FINDING),
+                        [
+                            (
+                                f.rule,
+                                f.at,
+                                f.seq,
+                                f.thread_id,
+                                f.run_id,
+                                f.interrupt_id,
+                                finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id),
+                            )
+                            for f in findings
+                        ],
+                    )
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
         except OperationalError as e:
@@ -265,29 +276,16 @@ class AuditState:
             ]
 
 
-def _insert_findings(conn: Connection, rows: list[tuple[str, str, int, str]]) -> None:
-    values = [
-        {
-            "key": hashlib.sha256(key.encode()).hexdigest()[:32],
-            "rule": rule,
-            "at": at,
-            "seq": 0,
-            "thread_id": None,
-            "run_id": None,
-            "interrupt_id": request_id[:256],
-        }
-        for key, rule, at, request_id in rows
-    ]
-    table = _t(FindingRow)
-    existing = {
-        r[0]
-        for r in conn.execute(
-            select(table.c.key).where(table.c.key.in_([v["key"] for v in values]))
-        )
-    }
-    fresh = [v for v in values if v["key"] not in existing]
-    if fresh:
-        conn.execute(table.insert(), fresh)
+def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str | None) -> str:
+    """A finding's natural key: the same finding noticed again (at ingest, or by the auditor
+    from the verdict) is one row."""
+    return hashlib.sha256(f"{rule}\0{thread}\0{run}\0{interrupt}".encode()).hexdigest()[:32]
+
+
+_INSERT_FINDING = (
+    "INSERT INTO finding (rule, at, seq, thread_id, run_id, interrupt_id, key) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
+)
 
 
 def _totals(conn: Connection) -> Totals:

@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 
 from sidewatch.core.facts import (
     AnswerFact,
+    FindingFact,
     HeartbeatFact,
     InterruptFact,
     LegacyResumeFact,
@@ -146,6 +147,11 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
         0,
         lambda r: LegacyResumeFact(r[0], r[1], _CODES[r[2]], r[3], r[4], r[5], r[6]),
     )
+    found = _grouped(
+        _select(conn, "finding", FindingFact, where, where_ids),
+        3,
+        lambda r: FindingFact(r[0], r[1], r[2], r[3], r[4], r[5]),
+    )
     beats = _grouped(
         _select(conn, "heartbeat", HeartbeatFact, where, where_ids),
         0,
@@ -162,6 +168,7 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
             signals=tuple(signals.get(thread, ())),
             heartbeats=tuple(beats.get(thread, ())),
             legacy_resumes=tuple(legacy.get(thread, ())),
+            findings=tuple(found.get(thread, ())),
         )
         for thread, its in interrupts.items()
     ]

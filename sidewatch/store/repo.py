@@ -3,7 +3,6 @@ per thread, converted at this edge into core facts."""
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.errors import StoreError
-from sidewatch.store.auditstate import MARK_DIRTY, driver_sql
+from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
 from sidewatch.store.load import load_threads
 from sidewatch.store.models import (
     AnswerRow,
@@ -156,8 +155,7 @@ def _threads_of_refs(conn: Connection, refs: set[str]) -> set[str]:
 
 
 def _finding_row(f: Any) -> tuple[Any, ...]:
-    ident = f"{f.rule}\0{f.thread_id}\0{f.run_id}\0{f.interrupt_id}"
-    return (*_plain(FindingFact)(f), hashlib.sha256(ident.encode()).hexdigest()[:32])
+    return (*_plain(FindingFact)(f), finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id))
 
 
 def _plain(kind: type) -> Callable[[Any], tuple[Any, ...]]:

@@ -881,12 +881,21 @@ def test_the_reason_for_a_reject_is_one_line_and_never_echoes_the_line(
 
 
 def test_nothing_of_a_rejected_line_becomes_a_fact() -> None:
-    bad = run_finished("t1", "r1", BASE, outcome={"type": "interrupt", "interrupts": []})
+    bad = run_finished("t1", "r1", BASE, outcome={"type": "interrupt", "interrupts": [{}]})
 
     result = interpret(bad)
     expected = ([], [(1, "invalid_field")])
 
     assert expected == (result.facts, rejected(result))
+
+
+def test_an_interrupt_outcome_with_no_interrupts_is_a_finding_not_a_reject() -> None:
+    empty = run_finished("t1", "r1", BASE, outcome={"type": "interrupt", "interrupts": []})
+
+    result = interpret(empty)
+    expected = [FindingFact("interrupt_outcome_empty", BASE, 1, "t1", "r1", None)]
+
+    assert ([], expected) == (result.rejects, of(FindingFact, result))
 
 
 def test_blank_lines_are_neither_facts_nor_rejects() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sidewatch.config import Config
+from sidewatch.core.assemble import assemble
 from sidewatch.core.facts import FindingFact
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
@@ -139,3 +140,43 @@ def test_a_legacy_interrupt_without_raw_event_gets_a_positional_id_and_a_finding
 
     findings = [(f.rule, f.interrupt_id) for f in result.facts if isinstance(f, FindingFact)]
     assert [("legacy_interrupt_without_id", "run-1#1")] == findings
+
+
+FINDINGS = {
+    # a second run started while the interrupt was open and did not answer it
+    "langgraph-replay-then-legacy-approve": [("run_ignores_open_interrupt",)],
+    # ag-ui-langgraph refuses a resume[] with two entries (RUN_ERROR)
+    "langgraph-two-interrupts-resume10": [("resume_rejected",), ("resume_rejected",)],
+    # ag-ui-adk's outcome mode refuses a tool-message answer (RUN_ERROR)
+    "adk-outcome-answered-by-tool-message": [("resume_rejected",)],
+    "adk-approve-default": [()],
+    "langgraph-approve-legacy": [()],
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), FINDINGS.items(), ids=list(FINDINGS))
+def test_protocol_findings_are_listed_per_wait(
+    tmp_path: Path, name: str, expected: list[tuple[str, ...]]
+) -> None:
+    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store = Store(engine)
+    body = (PRODUCERS / f"{name}.ndjson").read_bytes()
+    ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
+
+    waits = audit(store, (QUIET,), NOW)
+    engine.dispose()
+
+    assert expected == [a.verdict.findings for a in waits]
+
+
+def test_a_resume_naming_no_interrupt_is_a_thread_finding(tmp_path: Path) -> None:
+    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store = Store(engine)
+    body = (PRODUCERS / "adk-outcome-resume10-wrong-id.ndjson").read_bytes()
+    ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))
+
+    (thread,) = store.threads()
+    found = assemble(thread, lambda action, reason: QUIET).findings
+    engine.dispose()
+
+    assert ["answer_unknown_interrupt"] == [f.rule for f in found]
