@@ -32,6 +32,7 @@ ALLOWED = {
     "report": {"report", "core"},
     "daemon": {"daemon", "ingest", "store", "exporters", "report", "core"},
     "cli": {"cli", "daemon", "ingest", "store", "exporters", "report", "core"},
+    "tap": {"tap"},  # runs inside the agent's process: nothing else of sidewatch
 }
 
 

@@ -1,0 +1,230 @@
+"""sidewatch.tap in front of real AG-UI endpoints, mirroring to a real `sidewatch serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
+from fastapi import FastAPI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import interrupt
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from sidewatch.tap import Tap, TapMiddleware, tap_events
+from tests.daemon.test_e2e import Server, _start, _stop
+
+
+@pytest.fixture
+def sidewatch(tmp_path: Path) -> Iterator[Server]:
+    server = _start(tmp_path, tmp_path / "sidewatch.db")
+    yield server
+    _stop(server)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Serve:
+    """An ASGI app on uvicorn in a thread of the test process."""
+
+    def __init__(self, app: object) -> None:
+        self.port = _free_port()
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_config=None, lifespan="off"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def _wait(server: Server, request_id: str, state: str | None = None) -> dict:
+    """The wait as sidewatch sees it, once it is there (and in `state`, when given)."""
+    deadline = time.monotonic() + 15
+    body: dict = {}
+    while time.monotonic() < deadline:
+        r = httpx.get(f"{server.url}/v1/waits/{request_id}")
+        if r.status_code == 200:
+            body = r.json()
+            if state is None or body["state"] == state:
+                return body
+        time.sleep(0.2)
+    raise AssertionError(f"{request_id} never reached {state}: {body.get('state')}")
+
+
+def _approval_graph():  # type: ignore[no-untyped-def]
+    def approve(state: MessagesState) -> dict:
+        interrupt({"reason": "tool_approval", "message": "Deploy checkout?"})
+        return {}
+
+    g = StateGraph(MessagesState)
+    g.add_node("approve", approve)
+    g.add_edge(START, "approve")
+    g.add_edge("approve", END)
+    return g.compile(checkpointer=InMemorySaver())
+
+
+def test_a_langgraph_endpoint_behind_the_tap_reaches_resumed(sidewatch: Server) -> None:
+    app = FastAPI()
+    add_langgraph_fastapi_endpoint(
+        app, LangGraphAgent(name="demo", graph=_approval_graph()), "/agent"
+    )
+    tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.2)
+    app.add_middleware(TapMiddleware, tap=tap)  # the one line (with url=... in the README)
+    thread = f"tap-{uuid.uuid4().hex[:8]}"
+
+    with _Serve(app) as agent:
+        first = httpx.post(
+            f"{agent}/agent",
+            json={
+                "threadId": thread,
+                "runId": "run-1",
+                "messages": [],
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            },
+            headers={"accept": "text/event-stream"},
+            timeout=30,
+        )
+        interrupt_id = next(
+            json.loads(line[5:])["rawEvent"]["id"]
+            for line in first.text.splitlines()
+            if line.startswith("data:") and '"on_interrupt"' in line
+        )
+        second = httpx.post(
+            f"{agent}/agent",
+            json={
+                "threadId": thread,
+                "runId": "run-2",
+                "messages": [],
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {"command": {"resume": {"approved": True}}},
+            },
+            headers={"accept": "text/event-stream"},
+            timeout=30,
+        )
+        tap.close()
+
+    wait = _wait(sidewatch, f"{thread}/{interrupt_id}", "RESUMED")
+    assert (200, 200) == (first.status_code, second.status_code)
+    assert ("accept", 0) == (wait["evidence"]["decision"], tap.dropped)
+
+
+def _sse_app(events: list[dict]) -> Starlette:
+    async def endpoint(request: Request) -> StreamingResponse:
+        await request.json()
+
+        async def stream():  # type: ignore[no-untyped-def]
+            for e in events:
+                yield f"data: {json.dumps(e)}\n\n"
+                await asyncio.sleep(0)
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/agent", endpoint, methods=["POST"])])
+
+
+def test_events_without_ids_get_their_run_and_the_agent_answers_unchanged(
+    sidewatch: Server,
+) -> None:
+    thread = f"tap-{uuid.uuid4().hex[:8]}"
+    events = [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "secret words"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "deploy"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": "r1",
+            "outcome": {
+                "type": "interrupt",
+                "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}],
+            },
+        },
+    ]
+    tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.2)
+    app = TapMiddleware(_sse_app(events), tap=tap)
+
+    with _Serve(app) as agent:
+        answer = httpx.post(
+            f"{agent}/agent", json={"threadId": thread, "runId": "r1", "messages": []}
+        )
+        tap.close()
+
+    wait = _wait(sidewatch, f"{thread}/i1")
+    sent = [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
+    assert events == sent
+    assert ("deploy", 6, 0) == (wait["action"], tap.sent, tap.dropped)  # input + 5 events
+
+
+def test_a_full_queue_drops_and_counts_instead_of_waiting() -> None:
+    tap = Tap("http://127.0.0.1:9/v1/events", queue_lines=2, flush_seconds=30)
+
+    start = time.perf_counter()
+    for n in range(50):
+        tap.record({"type": "RUN_STARTED", "threadId": "t", "runId": f"r{n}"}, None, None)
+    elapsed = time.perf_counter() - start
+    tap.close(timeout=10)
+
+    assert 50 == tap.dropped + tap.sent
+    assert tap.dropped >= 48
+    assert elapsed < 5  # generous: the point is that record() never waited for the network
+
+
+def test_the_async_iterator_wrapper_yields_every_event_unchanged(sidewatch: Server) -> None:
+    thread = f"tap-{uuid.uuid4().hex[:8]}"
+    run_input = {"threadId": thread, "runId": "r1", "messages": []}
+    events = [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": "r1",
+            "outcome": {"type": "interrupt", "interrupts": [{"id": "i1", "reason": "x"}]},
+        },
+    ]
+    tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.1)
+
+    async def source():  # type: ignore[no-untyped-def]
+        for e in events:
+            yield e
+
+    async def collect() -> list[dict]:
+        return [e async for e in tap_events(source(), tap, run_input)]
+
+    got = asyncio.run(collect())
+    tap.close()
+
+    assert events == got
+    assert "r1" == _wait(sidewatch, f"{thread}/i1")["runId"]
