@@ -87,10 +87,14 @@ QUIET = replace(
 
 
 def _verdicts(tmp_path: Path, name: str) -> list[tuple[str, str | None, bool]]:
+    return verdicts_of(tmp_path, (PRODUCERS / f"{name}.ndjson").read_bytes())
+
+
+def verdicts_of(tmp_path: Path, body: bytes) -> list[tuple[str, str | None, bool]]:
+    """(state, decision, uncertain) of every wait of one unit, requested order."""
     engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
     store = Store(engine)
-    body = (PRODUCERS / f"{name}.ndjson").read_bytes()
-    summary = ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
+    summary = ingest_unit(store, "producer", body, NOW - 60_000, ref_protector(engine, Config()))
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()
     assert () == summary.rejects

@@ -1,0 +1,39 @@
+"""The real integrations, driven offline now (scripted fake models, no network): ag-ui-langgraph
+with a graph that calls `interrupt()`, and ag-ui-adk with a tool that requires confirmation, in
+each integration's interrupt modes. Exactly what they emit is fed to sidewatch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.ingest.test_producers import ADK, LANGGRAPH, verdicts_of
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run both capture scripts once (each in its own process: they are the producers' code,
+    under the producers' own warning settings)."""
+    out = tmp_path_factory.mktemp("producers")
+    for script in ("capture_langgraph.py", "capture_adk.py"):
+        done = subprocess.run(
+            [sys.executable, str(HERE / script), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert 0 == done.returncode, done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.parametrize(("name", "expected"), {**LANGGRAPH, **ADK}.items(), ids=[*LANGGRAPH, *ADK])
+def test_what_the_integration_emits_now_gets_the_verdicts_of_what_happened(
+    emitted: Path, tmp_path: Path, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    assert expected == verdicts_of(tmp_path, (emitted / f"{name}.ndjson").read_bytes())
