@@ -37,3 +37,26 @@ def test_what_the_integration_emits_now_gets_the_verdicts_of_what_happened(
     emitted: Path, tmp_path: Path, name: str, expected: list[tuple[str, str | None, bool]]
 ) -> None:
     assert expected == verdicts_of(tmp_path, (emitted / f"{name}.ndjson").read_bytes())
+
+
+NEVER_ANSWERED = [
+    "langgraph-approve-legacy",
+    "langgraph-approve-resume10",
+    "langgraph-approve-outcome-only",
+    "langgraph-two-interrupts-legacy-map",
+    "adk-approve-default",
+    "adk-approve-outcome-resume10",
+    "adk-two-confirmations-default",
+]
+
+
+@pytest.mark.parametrize("name", NEVER_ANSWERED)
+def test_an_interrupt_nobody_answers_keeps_waiting(
+    emitted: Path, tmp_path: Path, name: str
+) -> None:
+    lines = (emitted / f"{name}.ndjson").read_bytes().splitlines()
+    first_run = lines[: next(n for n, line in enumerate(lines) if b'"RUN_FINISHED"' in line) + 1]
+
+    got = verdicts_of(tmp_path, b"\n".join(first_run))
+
+    assert got and all(v == ("WAITING", None, False) for v in got)
