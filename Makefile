@@ -5,7 +5,9 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 TOOLS  := .tools
 PROMTOOL := $(TOOLS)/prometheus/usr/bin/promtool
+ALERTMANAGER := $(TOOLS)/alertmanager/usr/bin/prometheus-alertmanager
 export SIDEWATCH_PROMTOOL := $(abspath $(PROMTOOL))
+export SIDEWATCH_ALERTMANAGER := $(abspath $(ALERTMANAGER))
 
 .PHONY: run demo test lint typecheck unit bench clean
 
@@ -15,7 +17,7 @@ run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
-test: $(VENV)/.installed-test $(PROMTOOL) lint typecheck unit ## everything CI runs
+test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -52,6 +54,18 @@ $(PROMTOOL):
 	dpkg -x $(TOOLS)/debs/prometheus_*.deb $(TOOLS)/prometheus
 	rm -rf $(TOOLS)/debs
 	$(PROMTOOL) --version | head -1
+
+# a real Alertmanager from Debian's package, for the push tests
+$(ALERTMANAGER):
+	mkdir -p $(TOOLS)/debs-am
+	cd $(TOOLS)/debs-am && (apt-get download prometheus-alertmanager 2>/dev/null || \
+		(apt-get update -qq && apt-get download prometheus-alertmanager))
+	dpkg -x $(TOOLS)/debs-am/prometheus-alertmanager_*.deb $(TOOLS)/alertmanager
+	rm -rf $(TOOLS)/debs-am
+	# Debian's build reads its default template from this fixed path (the package puts it there)
+	test -f /usr/share/prometheus/alertmanager/default.tmpl || \
+		cp -r $(TOOLS)/alertmanager/usr/share/prometheus /usr/share/
+	$(ALERTMANAGER) --version 2>&1 | head -1
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache sidewatch.egg-info

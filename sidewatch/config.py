@@ -50,6 +50,8 @@ class Config:
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED
     audit_interval_ms: int = 30_000
+    alertmanager_url: str | None = None  # None: no push (the default)
+    alertmanager_resend_ms: int = 60_000
 
 
 def parse_duration(value: Any) -> int:
@@ -70,7 +72,7 @@ def parse_duration(value: Any) -> int:
     raise ValueError(f"{value!r} is not a duration such as 30s, 5m or 1h")
 
 
-_TOP_KEYS = {"store", "policies", "privacy", "server", "auditor"}
+_TOP_KEYS = {"store", "policies", "privacy", "server", "auditor", "alertmanager"}
 _POLICY_KEYS = {
     "name",
     "match",
@@ -138,6 +140,14 @@ def load_config(
     interval = _dur(auditor, "interval", 30_000, "auditor", problems)
     if interval < 1000:
         problems.append("auditor.interval: must be at least 1s")
+    am = _section(data, "alertmanager", problems)
+    for name in sorted(set(am) - {"url", "resendInterval"}):
+        problems.append(f"alertmanager.{name}: unknown key")
+    am_url = am.get("url")
+    if am_url is not None and (not isinstance(am_url, str) or "://" not in am_url):
+        problems.append("alertmanager.url: must be a URL such as http://127.0.0.1:9093")
+        am_url = None
+    resend = _dur(am, "resendInterval", 60_000, "alertmanager", problems)
     if problems:
         raise ConfigError(problems, source)
     return Config(
@@ -150,6 +160,8 @@ def load_config(
         max_body_bytes=limits[0],
         max_inflated_bytes=limits[1],
         audit_interval_ms=interval,
+        alertmanager_url=am_url,
+        alertmanager_resend_ms=resend,
     )
 
 

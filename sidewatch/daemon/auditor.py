@@ -16,8 +16,9 @@ import orjson
 from sidewatch.core.assemble import assemble
 from sidewatch.core.facts import FindingFact
 from sidewatch.core.health import classify
-from sidewatch.core.model import CLOSED_STATES, Verdict, WaitEvidence
+from sidewatch.core.model import CLOSED_STATES, NEXT_MOVE, OWNER, State, Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
+from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait
 from sidewatch.exporters.snapshot import (
     AUDIT_BUCKETS,
     DECISION_BUCKETS,
@@ -209,6 +210,27 @@ def _changes(old: StoredState | None, v: Verdict) -> list[tuple[str | None, str,
     if prev != v.state.value:
         out.append((prev, v.state.value, v.since))
     return out
+
+
+def push_problems(auditor: Auditor, push: AlertmanagerPush, now: int) -> int:
+    """One alert per problem wait, to Alertmanager (see exporters.alertmanager)."""
+    rows = auditor.state.problems(tuple(SEVERITY))
+    return push.push(
+        [
+            ProblemWait(
+                rid,
+                state,
+                OWNER[State(state)] or "",
+                policy,
+                since,
+                NEXT_MOVE[State(state)],
+                evidence,
+                thresholds,
+            )
+            for rid, state, policy, since, evidence, thresholds in rows
+        ],
+        now,
+    )
 
 
 def _fingerprint(policies: tuple[Policy, ...]) -> str:

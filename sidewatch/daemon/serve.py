@@ -27,10 +27,11 @@ from starlette.concurrency import run_in_threadpool
 
 from sidewatch import __version__
 from sidewatch.config import Config
-from sidewatch.daemon.auditor import Auditor
+from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.pipeline import ref_protector
 from sidewatch.errors import SidewatchError, StoreError
+from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.store.db import open_store
@@ -115,11 +116,16 @@ class Daemon:
         )
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         self._tick: asyncio.Future[Any] | None = None
+        self.alerts = (
+            AlertmanagerPush(config.alertmanager_url, config.alertmanager_resend_ms)
+            if config.alertmanager_url
+            else None
+        )
 
     async def tick(self) -> None:
         """One audit tick in a worker thread; a store outage skips it (and /readyz says so)."""
         now = int(time.time() * 1000)
-        self._tick = asyncio.ensure_future(run_in_threadpool(self.auditor.tick, now))
+        self._tick = asyncio.ensure_future(run_in_threadpool(self._audit, now))
         try:
             report = await self._tick
         except StoreError as e:
@@ -141,6 +147,14 @@ class Daemon:
                     "seconds": round(report.seconds, 4),
                 },
             )
+
+    def _audit(self, now: int) -> TickReport:
+        """A tick, then (when configured) the Alertmanager push of its problem waits: sent by
+        the auditor that ran the tick, so never twice."""
+        report = self.auditor.tick(now)
+        if self.alerts is not None:
+            push_problems(self.auditor, self.alerts, now)
+        return report
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:

@@ -233,6 +233,21 @@ class AuditState:
         with self._conn() as c:
             return [(str(r[0]), str(r[1])) for r in c.execute(query)]
 
+    def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str]]:
+        """(requestId, state, policy, since, evidence, thresholds) of every wait now in one of
+        `states`, with the evidence and thresholds of its latest recorded transition."""
+        sql = (
+            "SELECT w.request_id, w.state, w.policy, w.since, t.evidence, t.thresholds "  # noqa: S608
+            "FROM wait_state w LEFT JOIN transition t ON t.id = "
+            "(SELECT max(id) FROM transition WHERE request_id = w.request_id) "
+            f"WHERE w.state IN ({', '.join('?' for _ in states)})"
+        )
+        with self._conn() as c:
+            return [
+                (str(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4] or "{}", r[5] or "{}")
+                for r in c.exec_driver_sql(driver_sql(c, sql), tuple(states))
+            ]
+
     def thread_of(self, request_id: str) -> str | None:
         table = _t(WaitState)
         query = select(table.c.thread_id).where(table.c.request_id == request_id)
