@@ -46,8 +46,14 @@ class TickReport:
 class Auditor:
     """Owns the counters a snapshot is built from; continues them from the store."""
 
-    def __init__(self, store: Store, policies: tuple[Policy, ...]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        policies: tuple[Policy, ...],
+        on_closed: Callable[[WaitEvidence, Verdict], None] | None = None,
+    ) -> None:
         self.store = store
+        self.on_closed = on_closed  # e.g. the OpenTelemetry span of a wait that closed
         self.state = AuditState(store.engine)
         self.policies = policies
         marked = self.state.policies_changed(_fingerprint(policies))
@@ -173,6 +179,11 @@ class Auditor:
             out.append(
                 StoredTransition(ev.request_id, frm, to, at, now, policy, thresholds, evidence)
             )
+        if self.on_closed is not None and v.closed:
+            try:
+                self.on_closed(ev, v)
+            except Exception:  # an exporter never stops the audit
+                log.exception("closing hook failed for %s", ev.request_id)
         return out
 
     def _snapshot(self) -> Snapshot:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -32,6 +33,7 @@ from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.pipeline import ref_protector
 from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
+from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.store.db import open_store
@@ -99,7 +101,11 @@ class Daemon:
         self.config = config
         self.engine = open_store(config.db_url)
         self.store = Store(self.engine)
-        self.auditor = Auditor(self.store, config.policies)
+        traces = from_environment(os.environ)
+        self.tracer_provider = traces[1] if traces else None
+        self.auditor = Auditor(
+            self.store, config.policies, on_closed=traces[0].on_closed if traces else None
+        )
         self.counters = IngestCounters(*self.auditor.ingest_totals)
         registry = CollectorRegistry()
         registry.register(SnapshotCollector(lambda: self.auditor.snapshot, self.counters))
@@ -184,6 +190,8 @@ class Daemon:
                 log.info("waiting for the running audit tick to finish")
                 await asyncio.gather(self._tick, return_exceptions=True)
             self.engine.dispose()
+            if self.tracer_provider is not None:
+                self.tracer_provider.shutdown()  # flushes the last spans
             log.info("store closed; bye")
 
 
