@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -13,8 +13,14 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
-from sidewatch.exporters.snapshot import Histogram, IngestCounters, Snapshot
+from sidewatch.core.model import ALLOWED_TRANSITIONS, CLOSED_STATES, OPEN_STATES, State
+from sidewatch.exporters.snapshot import (
+    DECISION_BUCKETS,
+    RESUME_BUCKETS,
+    Histogram,
+    IngestCounters,
+    Snapshot,
+)
 
 INGEST_KINDS = (
     "input",
@@ -102,8 +108,9 @@ class SnapshotCollector(Collector):
             "Transitions between wait states (from none: a new wait).",
             labels=["from", "to"],
         )
-        for (frm, to), n in sorted(s.transitions_total.items()):
-            trans.add_metric([frm, to], n)
+        # Every possible pair from the start, at 0: rate() cannot see a series' first count.
+        for frm, to in sorted(_PAIRS | set(s.transitions_total)):
+            trans.add_metric([frm, to], s.transitions_total.get((frm, to), 0))
         yield trans
 
         yield _histograms(
@@ -111,12 +118,14 @@ class SnapshotCollector(Collector):
             "Time from a request to its decision.",
             s.decision_latency,
             policies,
+            DECISION_BUCKETS,
         )
         yield _histograms(
             "sidewatch_resume_latency_seconds",
             "Time from an accept to its continuation receipt.",
             s.resume_latency,
             policies,
+            RESUME_BUCKETS,
         )
 
         ingested, rejected = self._ingest.read()
@@ -170,14 +179,20 @@ def _buckets(h: Histogram) -> list[tuple[str, float]]:
 
 
 def _histograms(
-    name: str, doc: str, hists: dict[str, Histogram] | object, policies: tuple[str, ...]
+    name: str,
+    doc: str,
+    hists: Mapping[str, Histogram],
+    policies: tuple[str, ...],
+    buckets: tuple[float, ...],
 ) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, doc, labels=["policy"])
-    assert isinstance(hists, dict)
+    empty = Histogram(buckets, (0,) * (len(buckets) + 1), 0.0)
     for policy in sorted({*policies, *hists}):
-        h = hists.get(policy)
-        if h is not None:
-            family.add_metric([policy], _buckets(h), h.total)
-        else:
-            family.add_metric([policy], [("+Inf", 0)], 0.0)
+        h = hists.get(policy, empty)
+        family.add_metric([policy], _buckets(h), h.total)
     return family
+
+
+# "none" is where a new wait comes from; closed states never move but RESUMED, which may
+# reopen as STUCK_AFTER_DECISION.
+_PAIRS = {(a.value, b.value) for a, b in ALLOWED_TRANSITIONS} | {("none", s.value) for s in State}

@@ -281,3 +281,18 @@ def test_promtool_accepts_the_exposition(store: Store, seed: bool) -> None:
     )
 
     assert (0, "") == (checked.returncode, checked.stdout + checked.stderr)
+
+
+def test_every_possible_transition_and_latency_bucket_is_there_before_it_happens(
+    store: Store,
+) -> None:
+    text = scrape(Auditor(store, Config().policies))
+
+    transitions = samples(text, "sidewatch_state_transitions_total")
+    assert {frozenset({("from", "WAITING"), ("to", "STUCK_AFTER_DECISION")})} <= set(transitions)
+    assert {frozenset({("from", "RESUMED"), ("to", "STUCK_AFTER_DECISION")})} <= set(transitions)
+    assert {frozenset({("from", "none"), ("to", "WAITING")})} <= set(transitions)
+    assert {0.0} == set(transitions.values())
+    assert not any(("from", "CLOSED_BY_DECLINE") in k for k in transitions)
+    buckets = samples(text, "sidewatch_decision_latency_seconds_bucket")
+    assert 14 == len(buckets)  # 13 bounds and +Inf, all at 0, for the default policy
