@@ -1,0 +1,46 @@
+"""The rules in a real Prometheus scraping a real sidewatch fed with the reference stream."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.daemon.test_e2e import _seed_relative_to_now, _start, _stop
+from tests.realprom import RealPrometheus
+
+RULES = Path(__file__).resolve().parents[2] / "rules" / "sidewatch.rules.yml"
+
+
+def test_the_expected_alerts_fire_for_the_reference_stream(tmp_path: Path) -> None:
+    server = _start(tmp_path, tmp_path / "sidewatch.db")
+    prometheus = RealPrometheus(tmp_path, server.url.removeprefix("http://"), [RULES])
+    try:
+        prometheus.start()
+        body, _ = _seed_relative_to_now()
+        httpx.post(
+            f"{server.url}/v1/events",
+            content=body,
+            headers={"content-type": "application/x-ndjson"},
+        )
+        deadline, firing = time.monotonic() + 30, {}
+        while time.monotonic() < deadline and len(firing) < 4:
+            firing = {
+                a["labels"]["alertname"]: a["labels"]
+                for a in prometheus.alerts()
+                if a["state"] == "firing"
+            }
+            time.sleep(0.5)
+        recorded = prometheus.wait_for('sidewatch:waits:sum_by_state{state="STALE"}')
+    finally:
+        prometheus.stop()
+        _stop(server)
+
+    assert {
+        "SidewatchStuckAfterDecision": ("page", "runtime_owner"),
+        "SidewatchOrphaned": ("page", "runtime_owner"),
+        "SidewatchUnroutable": ("page", "policy_owner"),
+        "SidewatchStale": ("ticket", "requester"),
+    } == {name: (labels["severity"], labels["owner"]) for name, labels in firing.items()}
+    assert 1.0 == float(recorded[0]["value"][1])
