@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -14,6 +15,7 @@ from sidewatch.core.policy import Policy, select
 from sidewatch.ingest.agui import Interpreter, Reject
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import frame
+from sidewatch.report.build import IngestHealth, build_report
 from sidewatch.store.db import store_secret
 from sidewatch.store.repo import RejectedLine, Store
 
@@ -62,6 +64,27 @@ def ingest_unit(
             res.skipped,
         )
     return IngestSummary(source, res.accepted, res.skipped, tuple(res.rejects), dict(res.kinds))
+
+
+def report(store: Store, policies: tuple[Policy, ...], end: int, window_ms: int) -> dict[str, Any]:
+    """The audit report of the window ending at `end` (docs/reports.md)."""
+
+    def pairs(at: int) -> list[tuple[WaitEvidence, Verdict]]:
+        return [(a.evidence, a.verdict) for a in audit(store, policies, at)]
+
+    def health(start: int, stop: int) -> IngestHealth:
+        return IngestHealth(*store.ingest_health(start, stop))
+
+    start = end - window_ms
+    return build_report(
+        end,
+        window_ms,
+        pairs(end),
+        pairs(start),
+        store.findings(),
+        health(start, end),
+        health(start - window_ms, start),
+    )
 
 
 def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:

@@ -210,6 +210,36 @@ class Store:
                 for t in _TABLES.values()
             }
 
+    def findings(self) -> list[tuple[str, int]]:
+        """(rule, at) of every protocol finding recorded."""
+        table = _table(FindingRow)
+        with self.engine.connect() as conn:
+            return [(str(r[0]), int(r[1])) for r in conn.execute(select(table.c.rule, table.c.at))]
+
+    def ingest_health(self, start: int, end: int) -> tuple[int, int, int, dict[str, int]]:
+        """Units received in (start, end]: how many, lines accepted and skipped, and rejected
+        lines by reason."""
+        unit, reject = _table(Unit), _table(RejectRow)
+        window = (unit.c.received_at > start) & (unit.c.received_at <= end)
+        with self.engine.connect() as conn:
+            n, accepted, skipped = conn.execute(
+                select(
+                    func.count(),
+                    func.coalesce(func.sum(unit.c.accepted), 0),
+                    func.coalesce(func.sum(unit.c.skipped), 0),
+                ).where(window)
+            ).one()
+            rejected = {
+                str(reason): int(count)
+                for reason, count in conn.execute(
+                    select(reject.c.reason, func.count())
+                    .select_from(reject.join(unit, reject.c.unit_id == unit.c.id))
+                    .where(window)
+                    .group_by(reject.c.reason)
+                )
+            }
+        return int(n), int(accepted), int(skipped), rejected
+
     def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
         """Every thread (or the named ones) that has announced a wait, with all its facts."""
         try:
