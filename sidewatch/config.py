@@ -19,6 +19,8 @@ E = TypeVar("E")
 
 DEFAULT_DB_URL = "sqlite:///./sidewatch.db"
 DEFAULT_LISTEN = "127.0.0.1:9477"
+DEFAULT_REPORT_SCHEDULE = "0 0 * * *"  # nightly, UTC
+REPORT_FORMATS = ("md", "html", "json")
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_MAX_INFLATED = 64 * 1024 * 1024
 SCOPES = frozenset({"ingest", "read"})
@@ -27,7 +29,7 @@ DEFAULT_ROLE_PREFIXES = ("role:", "policy:", "group:", "team:", "queue:", "servi
 ENV_DB_URL = "SIDEWATCH_DB_URL"
 ENV_REF_KEY = "SIDEWATCH_APPROVER_REF_KEY"
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +54,15 @@ class Config:
     audit_interval_ms: int = 30_000
     alertmanager_url: str | None = None  # None: no push (the default)
     alertmanager_resend_ms: int = 60_000
+    report_schedule: str | None = DEFAULT_REPORT_SCHEDULE  # cron (UTC); None: no nightly job
+    report_window_ms: int = 86_400_000
+    report_directory: str = "./reports"
+    report_formats: tuple[str, ...] = REPORT_FORMATS
+    report_retention_ms: int = 30 * 86_400_000
 
 
 def parse_duration(value: Any) -> int:
-    """Milliseconds from `90`, `90s`, `5m`, `1h30m`, `250ms` (a bare number is seconds)."""
+    """Milliseconds from `90`, `90s`, `5m`, `1h30m`, `7d`, `250ms` (a bare number: seconds)."""
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 30s, 5m or 1h")
     if isinstance(value, int | float):
@@ -67,12 +74,12 @@ def parse_duration(value: Any) -> int:
     if isinstance(value, str):
         m = _DURATION.match(value.strip())
         if m and any(m.groups()):
-            h, mi, s, ms = (int(g) if g else 0 for g in m.groups())
-            return ((h * 60 + mi) * 60 + s) * 1000 + ms
+            d, h, mi, s, ms = (int(g) if g else 0 for g in m.groups())
+            return (((d * 24 + h) * 60 + mi) * 60 + s) * 1000 + ms
     raise ValueError(f"{value!r} is not a duration such as 30s, 5m or 1h")
 
 
-_TOP_KEYS = {"store", "policies", "privacy", "server", "auditor", "alertmanager"}
+_TOP_KEYS = {"store", "policies", "privacy", "server", "auditor", "alertmanager", "reports"}
 _POLICY_KEYS = {
     "name",
     "match",
@@ -95,74 +102,106 @@ def load_config(
         raise ConfigError(["the file must hold a mapping at its top level"], source)
     for name in sorted(set(data) - _TOP_KEYS):
         problems.append(f"{name}: unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+    fields: dict[str, Any] = {**_store(data, env, problems), **_privacy(data, env, problems)}
+    fields["policies"] = _policies(data.get("policies"), problems)
+    for reader in (_server, _auditor, _alertmanager, _reports):
+        fields.update(reader(data, env, problems))
+    if problems:
+        raise ConfigError(problems, source)
+    return Config(**fields)
 
+
+Section = dict[str, Any]
+
+
+def _keys(section: Mapping[str, Any], name: str, known: set[str], problems: list[str]) -> None:
+    for key in sorted(set(section) - known):
+        problems.append(f"{name}.{key}: unknown key")
+
+
+def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     store = _section(data, "store", problems)
-    db_url: str = store.get("url", DEFAULT_DB_URL)
+    _keys(store, "store", {"url"}, problems)
+    db_url = store.get("url", DEFAULT_DB_URL)
     if not isinstance(db_url, str) or "://" not in db_url:
         problems.append("store.url: must be a database URL such as sqlite:///./sidewatch.db")
         db_url = DEFAULT_DB_URL
-    for name in sorted(set(store) - {"url"}):
-        problems.append(f"store.{name}: unknown key")
-    db_url = env.get(ENV_DB_URL) or db_url
+    return {"db_url": env.get(ENV_DB_URL) or db_url}
 
+
+def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     privacy = _section(data, "privacy", problems)
-    key: str | None = privacy.get("approverRefKey")
+    _keys(privacy, "privacy", {"approverRefKey", "rolePrefixes"}, problems)
+    key = privacy.get("approverRefKey")
     if key is not None and (not isinstance(key, str) or len(key) < 16):
         problems.append("privacy.approverRefKey: must be a string of at least 16 characters")
         key = None
-    key = env.get(ENV_REF_KEY) or key
     prefixes = privacy.get("rolePrefixes", list(DEFAULT_ROLE_PREFIXES))
     if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
         problems.append("privacy.rolePrefixes: must be a list of non-empty strings")
         prefixes = list(DEFAULT_ROLE_PREFIXES)
-    for k in sorted(set(privacy) - {"approverRefKey", "rolePrefixes"}):
-        problems.append(f"privacy.{k}: unknown key")
+    return {"approver_ref_key": env.get(ENV_REF_KEY) or key, "role_prefixes": tuple(prefixes)}
 
-    policies = _policies(data.get("policies"), problems)
+
+def _server(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     server = _section(data, "server", problems)
-    for name in sorted(set(server) - {"listen", "tokens", "maxBodyBytes", "maxInflatedBytes"}):
-        problems.append(f"server.{name}: unknown key")
+    _keys(server, "server", {"listen", "tokens", "maxBodyBytes", "maxInflatedBytes"}, problems)
     listen = server.get("listen", DEFAULT_LISTEN)
     if not isinstance(listen, str) or not _LISTEN.match(listen):
         problems.append("server.listen: must be HOST:PORT, e.g. 127.0.0.1:9477")
         listen = DEFAULT_LISTEN
-    limits = [
-        _size(server, k, d, problems)
-        for k, d in (
-            ("maxBodyBytes", DEFAULT_MAX_BODY),
-            ("maxInflatedBytes", DEFAULT_MAX_INFLATED),
-        )
-    ]
-    tokens = _tokens(server.get("tokens"), env, problems)
+    return {
+        "listen": listen,
+        "tokens": _tokens(server.get("tokens"), env, problems),
+        "max_body_bytes": _size(server, "maxBodyBytes", DEFAULT_MAX_BODY, problems),
+        "max_inflated_bytes": _size(server, "maxInflatedBytes", DEFAULT_MAX_INFLATED, problems),
+    }
+
+
+def _auditor(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     auditor = _section(data, "auditor", problems)
-    for name in sorted(set(auditor) - {"interval"}):
-        problems.append(f"auditor.{name}: unknown key")
+    _keys(auditor, "auditor", {"interval"}, problems)
     interval = _dur(auditor, "interval", 30_000, "auditor", problems)
     if interval < 1000:
         problems.append("auditor.interval: must be at least 1s")
+    return {"audit_interval_ms": interval}
+
+
+def _alertmanager(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     am = _section(data, "alertmanager", problems)
-    for name in sorted(set(am) - {"url", "resendInterval"}):
-        problems.append(f"alertmanager.{name}: unknown key")
-    am_url = am.get("url")
-    if am_url is not None and (not isinstance(am_url, str) or "://" not in am_url):
+    _keys(am, "alertmanager", {"url", "resendInterval"}, problems)
+    url = am.get("url")
+    if url is not None and (not isinstance(url, str) or "://" not in url):
         problems.append("alertmanager.url: must be a URL such as http://127.0.0.1:9093")
-        am_url = None
-    resend = _dur(am, "resendInterval", 60_000, "alertmanager", problems)
-    if problems:
-        raise ConfigError(problems, source)
-    return Config(
-        db_url=db_url,
-        policies=policies,
-        approver_ref_key=key,
-        role_prefixes=tuple(prefixes),
-        listen=listen,
-        tokens=tokens,
-        max_body_bytes=limits[0],
-        max_inflated_bytes=limits[1],
-        audit_interval_ms=interval,
-        alertmanager_url=am_url,
-        alertmanager_resend_ms=resend,
-    )
+        url = None
+    return {
+        "alertmanager_url": url,
+        "alertmanager_resend_ms": _dur(am, "resendInterval", 60_000, "alertmanager", problems),
+    }
+
+
+def _reports(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
+    reports = _section(data, "reports", problems)
+    _keys(reports, "reports", {"schedule", "window", "directory", "formats", "retention"}, problems)
+    schedule = reports.get("schedule", DEFAULT_REPORT_SCHEDULE)
+    if schedule is not None and (not isinstance(schedule, str) or len(schedule.split()) != 5):
+        problems.append("reports.schedule: must be a 5-field cron expression, or null for off")
+        schedule = None
+    directory = reports.get("directory", "./reports")
+    if not isinstance(directory, str) or not directory:
+        problems.append("reports.directory: must be a path")
+        directory = "./reports"
+    formats = reports.get("formats", list(REPORT_FORMATS))
+    if not isinstance(formats, list) or not formats or not set(formats) <= set(REPORT_FORMATS):
+        problems.append("reports.formats: must be a list of md, html, json")
+        formats = list(REPORT_FORMATS)
+    return {
+        "report_schedule": schedule,
+        "report_window_ms": _dur(reports, "window", 86_400_000, "reports", problems),
+        "report_directory": directory,
+        "report_formats": tuple(formats),
+        "report_retention_ms": _dur(reports, "retention", 30 * 86_400_000, "reports", problems),
+    }
 
 
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})$")

@@ -35,6 +35,21 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
         defaults.max_inflated_bytes,
         defaults.audit_interval_ms,
     ) == (cfg.listen, cfg.tokens, cfg.max_body_bytes, cfg.max_inflated_bytes, cfg.audit_interval_ms)
+    assert (
+        defaults.report_schedule,
+        defaults.report_window_ms,
+        defaults.report_directory,
+        defaults.report_formats,
+        defaults.report_retention_ms,
+        defaults.alertmanager_url,
+    ) == (
+        cfg.report_schedule,
+        cfg.report_window_ms,
+        cfg.report_directory,
+        cfg.report_formats,
+        cfg.report_retention_ms,
+        cfg.alertmanager_url,
+    )
     prod = cfg.policies[1]
     assert (3_600_000, True, ReceiptKind.TOOL_RESULT, ("deploy_*", "rotate_*")) == (
         prod.thresholds.resume_grace_ms,

@@ -18,8 +18,9 @@ import click
 import orjson
 
 from sidewatch import __version__
-from sidewatch.config import Config, load_config, read_config_file
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.config import Config, load_config, parse_duration, read_config_file
+from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
+from sidewatch.daemon.reports import render, report_name, write_atomic
 from sidewatch.errors import SidewatchError
 from sidewatch.ingest.reader import read_file
 from sidewatch.report.verdicts import audit_json, audit_table
@@ -230,6 +231,67 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
 
     cfg = _config(config_path, db)
     run_daemon(replace(cfg, listen=listen) if listen else cfg)
+
+
+@cli.command(name="report")
+@config_option
+@db_option
+@click.option(
+    "--at", "at", default=None, metavar="ISO8601", help="End of the window (default: now)."
+)
+@click.option(
+    "--window",
+    default="24h",
+    show_default=True,
+    metavar="DURATION",
+    help="Length of the window, e.g. 24h, 7d is 168h.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "html", "json"]),
+    default="md",
+    show_default=True,
+    help="Markdown for chat, HTML with charts, JSON for machines.",
+)
+@click.option(
+    "--output",
+    default=None,
+    type=click.Path(),
+    metavar="PATH",
+    help="Write here (atomically) instead of standard output; a directory gets "
+    "sidewatch-report-YYYY-MM-DD.<format>.",
+)
+@_one_line_errors
+def report_cmd(
+    config_path: str | None,
+    db: str | None,
+    at: str | None,
+    window: str,
+    fmt: str,
+    output: str | None,
+) -> None:
+    """The audit report of the window ending at --at: counts per state, every problem wait
+    with its evidence, owner, next safe move and thresholds, transitions, latency
+    percentiles, the longest waits, protocol findings, ingest health, and the change since
+    the previous window."""
+    try:
+        window_ms = parse_duration(window)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--window") from None
+    end = _parse_at(at)
+    cfg = _config(config_path, db)
+    engine = open_store(cfg.db_url)
+    body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
+    engine.dispose()
+    if output is None:
+        click.echo(body.decode(), nl=False)
+        return
+    path = Path(output)
+    if path.is_dir():
+        path = path / report_name(end, fmt)
+    write_atomic(path, body)
+    click.echo(f"wrote {path}", err=True)
 
 
 @cli.command(name="check-config")

@@ -15,11 +15,13 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -30,7 +32,8 @@ from sidewatch import __version__
 from sidewatch.config import Config
 from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
-from sidewatch.daemon.pipeline import ref_protector
+from sidewatch.daemon.pipeline import ref_protector, report
+from sidewatch.daemon.reports import write_reports
 from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
@@ -154,6 +157,24 @@ class Daemon:
                 },
             )
 
+    async def nightly_report(self) -> None:
+        """The report of the window ending now, in every configured format; old ones pruned."""
+        cfg = self.config
+        end = int(time.time() * 1000)
+        try:
+            paths = await run_in_threadpool(
+                write_reports,
+                Path(cfg.report_directory),
+                lambda: report(self.store, cfg.policies, end, cfg.report_window_ms),
+                end,
+                cfg.report_formats,
+                cfg.report_retention_ms,
+            )
+        except Exception:
+            log.exception("nightly report failed")
+            return
+        log.info("report written: %s", ", ".join(str(p) for p in paths))
+
     def _audit(self, now: int) -> TickReport:
         """A tick, then (when configured) the Alertmanager push of its problem waits: sent by
         the auditor that ran the tick, so never twice."""
@@ -174,6 +195,14 @@ class Daemon:
             coalesce=True,
             id="audit",
         )
+        if self.config.report_schedule:
+            scheduler.add_job(
+                self.nightly_report,
+                CronTrigger.from_crontab(self.config.report_schedule, timezone=UTC),
+                max_instances=1,
+                coalesce=True,
+                id="report",
+            )
         scheduler.start()
         log.info(
             "sidewatch %s serving on %s, store %s, audit every %ss",

@@ -44,6 +44,13 @@ def build_report(
     previous = _summary(before_waits, start - window_ms, start, findings, previous_ingest)
     problems = [verdict_json(ev, v) for ev, v in now_waits if v.state in PROBLEM_STATES]
     problems.sort(key=lambda w: (w["state"], w["since"] or ""))
+    # The audit trail of the window: every other wait that moved in it (closed, resumed, …).
+    changed = [
+        verdict_json(ev, v)
+        for ev, v in now_waits
+        if v.state not in PROBLEM_STATES and any(start < t.at <= end for t in v.transitions)
+    ]
+    changed.sort(key=lambda w: (w["state"], w["since"] or ""))
     open_waits = [(ev, v) for ev, v in now_waits if not v.closed]
     open_waits.sort(key=lambda p: p[0].requested_at)
     return {
@@ -51,6 +58,7 @@ def build_report(
         "window": {"start": iso(start), "end": iso(end), "seconds": window_ms // 1000},
         "countsAtEnd": this["counts"],
         "problemWaits": problems,
+        "changedWaits": changed,
         "transitions": this["transitions"],
         "transitionCounts": this["transitionCounts"],
         "latency": this["latency"],

@@ -1,0 +1,235 @@
+"""The audit report: built from the evidence, rendered for chat, machines and people, written
+atomically by date and pruned after its retention."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from sidewatch.cli.main import cli
+from sidewatch.config import Config
+from sidewatch.daemon.pipeline import ingest_unit, ref_protector, report
+from sidewatch.daemon.reports import prune, render, report_name, write_reports
+from sidewatch.daemon.serve import Daemon
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+AT = 1_785_083_400_000  # 2026-07-26T16:30:00Z
+DAY = 86_400_000
+EXPECTED = json.loads((SHARED / "seed-audit.expected.json").read_text())["expected"]
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Store:
+    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store = Store(engine)
+    ingest_unit(
+        store,
+        "seed",
+        (SHARED / "seed-audit.ndjson").read_bytes(),
+        AT - 60_000,
+        ref_protector(engine, Config()),
+    )
+    return store
+
+
+def test_the_reference_report_has_the_six_verdicts_with_evidence_and_next_moves(
+    seeded: Store,
+) -> None:
+    body = report(seeded, Config().policies, AT, DAY)
+
+    waits = body["problemWaits"] + body["changedWaits"]
+    assert EXPECTED == {w["requestId"]: w["state"] for w in waits}
+    assert all(w["nextMove"] and w["evidence"]["requestedAt"] and w["thresholds"] for w in waits)
+    assert {s: 1 for s in EXPECTED.values()} == {s: n for s, n in body["countsAtEnd"].items() if n}
+    assert {"count": 2, "p50": 600.0, "p90": 1200.0, "p99": 1200.0, "max": 1200.0} == (
+        body["latency"]["decisionSeconds"]["default"]
+    )
+    assert (1, 50, 18, 0) == (
+        body["ingest"]["units"],
+        body["ingest"]["acceptedLines"],
+        body["ingest"]["skippedLines"],
+        body["ingest"]["rejectedLines"],
+    )
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_every_format_shows_each_verdict_and_its_next_move(seeded: Store, fmt: str) -> None:
+    text = render(report(seeded, Config().policies, AT, DAY), fmt).decode()
+
+    for request, state in EXPECTED.items():
+        assert request in text
+        assert state in text
+    for move in (
+        "Investigate the continuation path",
+        "Never re-ask",
+        "Repair routing",
+        "Cancel the stale request",
+        "Preserve the decision record",
+        "Keep the run paused",
+    ):
+        assert move in text
+
+
+def test_the_json_report_follows_its_documented_schema(seeded: Store) -> None:
+    body = orjson.loads(render(report(seeded, Config().policies, AT, DAY), "json"))
+    documented = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text()
+
+    assert 1 == body["schemaVersion"]
+    for key in body:
+        assert f"`{key}`" in documented, key
+
+
+def test_the_previous_window_is_compared(seeded: Store) -> None:
+    body = report(seeded, Config().policies, AT + DAY, DAY)
+
+    assert 1 == body["previous"]["counts"]["STUCK_AFTER_DECISION"]
+    assert 0 == body["change"]["counts"]["STUCK_AFTER_DECISION"]
+    assert [] == body["changedWaits"]  # nothing moved on the next day
+
+
+def test_a_thousand_waits_and_their_transitions_make_a_report(tmp_path: Path) -> None:
+    lines = []
+    for n in range(1000):
+        t, at = f"thread-{n}", AT - 3_600_000 + n * 1000
+        lines += [
+            {
+                "type": "RUN_FINISHED",
+                "threadId": t,
+                "runId": f"{t}-r",
+                "timestamp": at,
+                "outcome": {
+                    "type": "interrupt",
+                    "interrupts": [
+                        {"id": "i", "reason": "tool_call", "metadata": {"resumeHandle": "h"}}
+                    ],
+                },
+            },
+            {
+                "type": "CUSTOM",
+                "name": "sidewatch.route",
+                "timestamp": at + 1000,
+                "value": {
+                    "threadId": t,
+                    "interruptId": "i",
+                    "delivered": n % 10 != 0,
+                    "approverRef": "role:ops",
+                },
+            },
+            {
+                "type": "CUSTOM",
+                "name": "sidewatch.decision",
+                "timestamp": at + 60_000,
+                "value": {
+                    "threadId": t,
+                    "interruptId": "i",
+                    "decision": "decline" if n % 3 == 0 else "accept",
+                },
+            },
+        ]
+    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store = Store(engine)
+    ingest_unit(
+        store,
+        "many",
+        "\n".join(json.dumps(x) for x in lines).encode(),
+        AT,
+        ref_protector(engine, Config()),
+    )
+
+    body = report(store, Config().policies, AT, DAY)
+    html = render(body, "html")
+    engine.dispose()
+
+    assert 1000 == sum(body["countsAtEnd"].values())
+    assert 333 + 1 == body["countsAtEnd"]["CLOSED_BY_DECLINE"]
+    assert len(body["transitions"]) >= 2000
+    assert html.startswith(b"<!DOCTYPE html>") or html.lower().startswith(b"<!doctype html>")
+
+
+def test_reports_are_written_atomically_by_date_and_pruned_after_retention(
+    seeded: Store, tmp_path: Path
+) -> None:
+    out = tmp_path / "reports"
+    out.mkdir()
+    old = out / "sidewatch-report-2026-06-01.md"
+    old.write_text("old")
+    unrelated = out / "notes.md"
+    unrelated.write_text("mine")
+
+    paths = write_reports(
+        out,
+        lambda: report(seeded, Config().policies, AT, DAY),
+        AT,
+        ("md", "json", "html"),
+        30 * DAY,
+        now=AT / 1000,
+    )
+
+    assert sorted(p.name for p in paths) == sorted(
+        [
+            "sidewatch-report-2026-07-26.md",
+            "sidewatch-report-2026-07-26.json",
+            "sidewatch-report-2026-07-26.html",
+        ]
+    )
+    assert (not old.exists(), unrelated.exists()) == (True, True)
+    assert [] == [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary left
+    assert [] == prune(out, 30 * DAY, AT / 1000)
+
+
+def test_the_report_command_prints_or_writes_a_dated_file(seeded: Store, tmp_path: Path) -> None:
+    db = str(seeded.engine.url)
+    runner = CliRunner()
+
+    printed = runner.invoke(cli, ["report", "--db", db, "--at", "2026-07-26T16:30:00Z"])
+    written = runner.invoke(
+        cli,
+        [
+            "report",
+            "--db",
+            db,
+            "--at",
+            "2026-07-26T16:30:00Z",
+            "--format",
+            "json",
+            "--output",
+            str(tmp_path),
+        ],
+    )
+    bad = runner.invoke(cli, ["report", "--db", db, "--window", "a while"])
+
+    assert 0 == printed.exit_code
+    assert printed.output.startswith("# sidewatch audit report: 2026-07-25T16:30:00Z")
+    assert 0 == written.exit_code
+    assert (tmp_path / report_name(AT, "json")).is_file()
+    assert 2 == bad.exit_code
+
+
+def test_report_names_are_the_window_end_date() -> None:
+    assert "sidewatch-report-2026-07-26.html" == report_name(AT, "html")
+    assert os.sep not in report_name(AT, "md")
+
+
+def test_the_nightly_job_writes_every_configured_format(seeded: Store, tmp_path: Path) -> None:
+    out = tmp_path / "nightly"
+    config = replace(
+        Config(),
+        db_url=str(seeded.engine.url),
+        report_directory=str(out),
+        report_formats=("md", "json"),
+    )
+    daemon = Daemon(config)
+
+    asyncio.run(daemon.nightly_report())
+    daemon.engine.dispose()
+
+    assert 2 == len(list(out.glob("sidewatch-report-*")))
