@@ -8,6 +8,11 @@ PROMTOOL := $(TOOLS)/prometheus/usr/bin/promtool
 ALERTMANAGER := $(TOOLS)/alertmanager/usr/bin/prometheus-alertmanager
 export SIDEWATCH_PROMTOOL := $(abspath $(PROMTOOL))
 export SIDEWATCH_ALERTMANAGER := $(abspath $(ALERTMANAGER))
+# Debian's Chromium, headless: the HTML report's browser test and the example screenshot
+CHROMIUM ?= /usr/bin/chromium
+CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+	--disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
+EXAMPLE := reports/sidewatch-report-example
 
 .PHONY: run demo test lint typecheck unit bench clean
 
@@ -17,7 +22,7 @@ run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
-test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) lint typecheck unit ## everything CI runs
+test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -33,6 +38,17 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/ingest.py
 	$(PY) bench/http_ingest.py
 	$(PY) bench/audit.py
+
+.PHONY: report-screenshot
+report-screenshot: $(VENV)/.installed $(CHROMIUM) ## the reference report as HTML, and a screenshot of it
+	mkdir -p reports
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(BIN)/sidewatch ingest --db "sqlite:///$$tmp/example.db" sidewatch/cli/seed-audit.ndjson && \
+	$(BIN)/sidewatch report --db "sqlite:///$$tmp/example.db" --at 2026-07-26T16:30:00Z \
+		--window 24h --format html --output $(EXAMPLE).html && \
+	$(CHROMIUM) $(CHROMIUM_FLAGS) --user-data-dir="$$tmp/profile" --window-size=1280,2000 \
+		--screenshot=$(abspath $(EXAMPLE).png) file://$(abspath $(EXAMPLE).html)
+	test -s $(EXAMPLE).png
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +70,10 @@ $(PROMTOOL):
 	dpkg -x $(TOOLS)/debs/prometheus_*.deb $(TOOLS)/prometheus
 	rm -rf $(TOOLS)/debs
 	$(PROMTOOL) --version | head -1
+
+# headless Chromium from Debian's package, for tests/report and `make report-screenshot`
+$(CHROMIUM):
+	apt-get update -qq && apt-get install -y -qq chromium
 
 # a real Alertmanager from Debian's package, for the push tests
 $(ALERTMANAGER):

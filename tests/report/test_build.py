@@ -233,3 +233,13 @@ def test_the_nightly_job_writes_every_configured_format(seeded: Store, tmp_path:
     daemon.engine.dispose()
 
     assert 2 == len(list(out.glob("sidewatch-report-*")))
+
+
+def test_the_html_report_shows_the_six_verdicts_and_their_next_moves(seeded: Store) -> None:
+    text = render(report(seeded, Config().policies, AT, DAY), "html").decode()
+
+    for request, state in EXPECTED.items():
+        assert request in text
+        assert state in text
+    for move in ("Investigate the continuation path", "Never re-ask", "Keep the run paused"):
+        assert move in text
