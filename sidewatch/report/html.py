@@ -49,6 +49,10 @@ figcaption{font-size:13px}figcaption span{margin-right:14px}
 """
 
 
+# Lists of the window's audit trail stop here in the page (every problem wait is shown).
+LISTED = 500
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The report dict of `build_report` as a single HTML page that opens offline."""
     w = report["window"]
@@ -219,7 +223,9 @@ def _problems(waits: list[dict[str, Any]]) -> str:
 
 def _changed(report: dict[str, Any]) -> str:
     waits = report.get("changedWaits", [])
-    return "".join(map(_problem, waits)) or '<p class="none">No other wait moved.</p>'
+    shown = waits[:LISTED]
+    body = "".join(map(_problem, shown)) + _more(len(waits) - len(shown), "waits")
+    return body or '<p class="none">No other wait moved.</p>'
 
 
 def _problem(w: dict[str, Any]) -> str:
@@ -262,11 +268,18 @@ def _transitions(r: dict[str, Any]) -> str:
         f"{_e(k)} &times;{_e(n)}"
         for k, n in zip(pairs, r["transitionCounts"].values(), strict=True)
     )
+    shown = r["transitions"][-LISTED:]  # the latest; the JSON report has them all
     rows = (
-        (_time(t["at"]), _code(t["requestId"]), _badge(t["from"]), _badge(t["to"]))
-        for t in r["transitions"]
+        (_time(t["at"]), _code(t["requestId"]), _badge(t["from"]), _badge(t["to"])) for t in shown
     )
-    return f"<p>{summary}</p>" + _table(("At", "Request", "From", "To"), rows)
+    table = _table(("At", "Request", "From", "To"), rows)
+    return f"<p>{summary}</p>" + table + _more(len(r["transitions"]) - len(shown), "transitions")
+
+
+def _more(hidden: int, what: str) -> str:
+    if hidden <= 0:
+        return ""
+    return '<p class="none">' + f"{hidden} more {_e(what)} are in the JSON report.</p>"
 
 
 def _latency(latency: dict[str, dict[str, dict[str, float]]]) -> str:

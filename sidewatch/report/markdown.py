@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+LISTED = 500  # waits of the window's audit trail shown (every problem wait is)
+
 
 def _cell(value: Any) -> str:
     text = "-" if value is None or value == "" else str(value)
@@ -63,8 +65,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += _wait(p)
     changed = report.get("changedWaits", [])
     lines += [f"## Other waits that moved in the window ({len(changed)})", ""]
-    for p in changed:
+    for p in changed[:LISTED]:
         lines += _wait(p)
+    if len(changed) > LISTED:
+        lines += [f"...and {len(changed) - LISTED} more, in the JSON report.", ""]
 
     lines += ["## Transitions in the window", ""]
     pairs = report["transitionCounts"]

@@ -243,3 +243,19 @@ def test_the_html_report_shows_the_six_verdicts_and_their_next_moves(seeded: Sto
         assert state in text
     for move in ("Investigate the continuation path", "Never re-ask", "Keep the run paused"):
         assert move in text
+
+
+def test_a_long_audit_trail_is_cut_in_the_page_and_whole_in_the_json() -> None:
+    seed = json.loads(
+        (Path(__file__).resolve().parents[1] / "fixtures" / "report-seed.json").read_text()
+    )
+    seed["changedWaits"] = seed["changedWaits"][:1] * 600
+    seed["transitions"] = seed["transitions"][:1] * 700
+
+    html = render(seed, "html").decode()
+    md = render(seed, "md").decode()
+
+    assert "100 more waits are in the JSON report." in html
+    assert "200 more transitions are in the JSON report." in html
+    assert "...and 100 more, in the JSON report." in md
+    assert 600 == len(orjson.loads(render(seed, "json"))["changedWaits"])
