@@ -38,6 +38,7 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/ingest.py
 	$(PY) bench/http_ingest.py
 	$(PY) bench/audit.py
+	$(PY) bench/report.py
 
 .PHONY: report-screenshot
 report-screenshot: $(VENV)/.installed $(CHROMIUM) ## the reference report as HTML, and a screenshot of it

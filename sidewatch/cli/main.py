@@ -21,10 +21,10 @@ from sidewatch import __version__
 from sidewatch.config import Config, load_config, parse_duration, read_config_file
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
 from sidewatch.daemon.reports import render, report_name, write_atomic
-from sidewatch.errors import SidewatchError
+from sidewatch.errors import ConfigError, SidewatchError
 from sidewatch.ingest.reader import read_file
 from sidewatch.report.verdicts import audit_json, audit_table
-from sidewatch.store.db import open_store
+from sidewatch.store.db import open_store, revision, upgrade
 from sidewatch.store.repo import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,8 +40,12 @@ def _one_line_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except ConfigError as e:
+            click.echo(f"sidewatch: error: {e}", err=True)  # the list of every problem
+            sys.exit(1)
         except SidewatchError as e:
-            click.echo(f"sidewatch: error: {e}", err=True)
+            # One line, even when a driver's message spans several.
+            click.echo(f"sidewatch: error: {' '.join(str(e).split())}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
             click.echo("sidewatch: interrupted; every unit already reported stays stored", err=True)
@@ -292,6 +296,29 @@ def report_cmd(
         path = path / report_name(end, fmt)
     write_atomic(path, body)
     click.echo(f"wrote {path}", err=True)
+
+
+@cli.group()
+def db() -> None:
+    """The store's schema (Alembic migrations)."""
+
+
+@db.command(name="upgrade")
+@config_option
+@db_option
+@_one_line_errors
+def db_upgrade(config_path: str | None, db: str | None) -> None:
+    """Apply every migration the store lacks (every command also does this on start)."""
+    cfg = _config(config_path, db)
+    engine = open_store(cfg.db_url, migrate=False)
+    before, _ = revision(engine)
+    upgrade(engine)
+    after, head = revision(engine)
+    engine.dispose()
+    state = "already at" if before == after else f"upgraded from {before or 'empty'} to"
+    click.echo(
+        f"{engine.url.render_as_string(hide_password=True)}: {state} {after} (newest: {head})"
+    )
 
 
 @cli.command(name="check-config")

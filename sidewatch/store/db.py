@@ -66,6 +66,16 @@ def upgrade(engine: Engine) -> None:
         raise StoreError(f"store {_safe(str(engine.url))}: migration failed: {e}") from e
 
 
+def revision(engine: Engine) -> tuple[str | None, str | None]:
+    """(the store's schema revision, the newest this sidewatch knows)."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision(), head
+    except OperationalError as e:
+        raise StoreError(f"store {_safe(str(engine.url))} is unavailable: {e.orig}") from e
+
+
 def store_secret(engine: Engine, name: str) -> bytes:
     """A random per-store secret, created on first use (e.g. the approver-ref hash key)."""
     meta: Table = Meta.__table__  # type: ignore[attr-defined]

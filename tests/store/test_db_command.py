@@ -1,0 +1,29 @@
+"""`sidewatch db upgrade` on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from sidewatch.cli.main import cli
+
+
+def test_db_upgrade_migrates_an_empty_store_once(db_url: str) -> None:
+    runner = CliRunner()
+
+    first = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+    second = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+
+    assert (0, 0) == (first.exit_code, second.exit_code)
+    assert "upgraded from empty to 0003 (newest: 0003)" in first.output
+    assert "already at 0003 (newest: 0003)" in second.output
+
+
+def test_db_upgrade_of_an_unreachable_store_is_a_one_line_error() -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["db", "upgrade", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/x?connect_timeout=2"],
+    )
+
+    assert 1 == result.exit_code
+    assert result.output.startswith("sidewatch: error: store ")
+    assert 1 == len(result.output.strip().splitlines())
