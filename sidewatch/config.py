@@ -52,6 +52,7 @@ class Config:
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED
     audit_interval_ms: int = 30_000
+    protect_metrics: bool = False  # /metrics needs a token with the read scope
     alertmanager_url: str | None = None  # None: no push (the default)
     alertmanager_resend_ms: int = 60_000
     report_schedule: str | None = DEFAULT_REPORT_SCHEDULE  # cron (UTC); None: no nightly job
@@ -93,9 +94,14 @@ _POLICY_KEYS = {
 
 
 def load_config(
-    data: Mapping[str, Any] | None, env: Mapping[str, str], source: str = "config"
+    data: Mapping[str, Any] | None,
+    env: Mapping[str, str],
+    source: str = "config",
+    files: Mapping[str, str | None] | None = None,
 ) -> Config:
-    """The frozen config from parsed YAML (None: no file) and the environment."""
+    """The frozen config from parsed YAML (None: no file), the environment, and the contents of
+    the token files it names (`files`: path -> content, None when unreadable; read by the
+    shell with `read_token_files`)."""
     problems: list[str] = []
     data = data or {}
     if not isinstance(data, Mapping):
@@ -104,7 +110,8 @@ def load_config(
         problems.append(f"{name}: unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
     fields: dict[str, Any] = {**_store(data, env, problems), **_privacy(data, env, problems)}
     fields["policies"] = _policies(data.get("policies"), problems)
-    for reader in (_server, _auditor, _alertmanager, _reports):
+    fields.update(_server(data, env, problems, files or {}))
+    for reader in (_auditor, _alertmanager, _reports):
         fields.update(reader(data, env, problems))
     if problems:
         raise ConfigError(problems, source)
@@ -143,16 +150,23 @@ def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
     return {"approver_ref_key": env.get(ENV_REF_KEY) or key, "role_prefixes": tuple(prefixes)}
 
 
-def _server(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
+def _server(
+    data: Mapping[str, Any],
+    env: Mapping[str, str],
+    problems: list[str],
+    files: Mapping[str, str | None],
+) -> Section:
     server = _section(data, "server", problems)
-    _keys(server, "server", {"listen", "tokens", "maxBodyBytes", "maxInflatedBytes"}, problems)
+    known = {"listen", "tokens", "maxBodyBytes", "maxInflatedBytes", "protectMetrics"}
+    _keys(server, "server", known, problems)
     listen = server.get("listen", DEFAULT_LISTEN)
     if not isinstance(listen, str) or not _LISTEN.match(listen):
         problems.append("server.listen: must be HOST:PORT, e.g. 127.0.0.1:9477")
         listen = DEFAULT_LISTEN
     return {
         "listen": listen,
-        "tokens": _tokens(server.get("tokens"), env, problems),
+        "tokens": _tokens(server.get("tokens"), env, files, problems),
+        "protect_metrics": _flag(server, "protectMetrics", "server", problems),
         "max_body_bytes": _size(server, "maxBodyBytes", DEFAULT_MAX_BODY, problems),
         "max_inflated_bytes": _size(server, "maxInflatedBytes", DEFAULT_MAX_INFLATED, problems),
     }
@@ -215,17 +229,21 @@ def _size(section: Mapping[str, Any], key: str, default: int, problems: list[str
     return v
 
 
-def _tokens(raw: Any, env: Mapping[str, str], problems: list[str]) -> tuple[Token, ...]:
+def _tokens(
+    raw: Any, env: Mapping[str, str], files: Mapping[str, str | None], problems: list[str]
+) -> tuple[Token, ...]:
     out: list[Token] = []
     if raw is not None and not isinstance(raw, list):
-        problems.append("server.tokens: must be a list of {name, scopes, token | tokenEnv}")
+        problems.append(
+            "server.tokens: must be a list of {name, scopes, token | tokenEnv | tokenFile}"
+        )
         raw = []
     for n, item in enumerate(raw or []):
         where = f"server.tokens[{n}]"
         if not isinstance(item, Mapping):
             problems.append(f"{where}: must be a mapping")
             continue
-        for k in sorted(set(item) - {"name", "scopes", "token", "tokenEnv"}):
+        for k in sorted(set(item) - {"name", "scopes", "token", "tokenEnv", "tokenFile"}):
             problems.append(f"{where}.{k}: unknown key")
         name = item.get("name") if isinstance(item.get("name"), str) else f"token-{n}"
         scopes = item.get("scopes")
@@ -233,13 +251,20 @@ def _tokens(raw: Any, env: Mapping[str, str], problems: list[str]) -> tuple[Toke
             problems.append(f"{where}.scopes: must be a non-empty list of ingest, read")
             scopes = []
         secret = item.get("token")
+        indirect = "tokenEnv" in item or "tokenFile" in item
         if "tokenEnv" in item:
             secret = env.get(str(item["tokenEnv"]))
             if not secret:
                 problems.append(f"{where}.tokenEnv: the variable {item['tokenEnv']} is not set")
+        elif "tokenFile" in item:
+            secret = files.get(str(item["tokenFile"]))
+            if secret is None:
+                problems.append(f"{where}.tokenFile: cannot read {item['tokenFile']}")
+            else:
+                secret = secret.strip()
         if not isinstance(secret, str) or len(secret) < 16:
-            if "tokenEnv" not in item:
-                problems.append(f"{where}.token: must be a string of at least 16 characters")
+            if not indirect or secret:
+                problems.append(f"{where}: the token must be at least 16 characters")
             continue
         out.append(Token(str(name), secret, frozenset(scopes)))
     for var, scope in ENV_TOKENS.items():
@@ -377,6 +402,21 @@ def _needs(raw: Any, where: str, problems: list[str]) -> dict[str, Need]:
             )
             continue
         out[key] = _choice(value, Need, f"{where}.evidence.{key}", problems, Need.REQUIRED)
+    return out
+
+
+def read_token_files(data: Mapping[str, Any] | None) -> dict[str, str | None]:
+    """The contents of every `tokenFile` the parsed config names (None: unreadable)."""
+    out: dict[str, str | None] = {}
+    server = data.get("server") if isinstance(data, Mapping) else None
+    tokens = server.get("tokens") if isinstance(server, Mapping) else None
+    for item in tokens if isinstance(tokens, list) else []:
+        path = item.get("tokenFile") if isinstance(item, Mapping) else None
+        if isinstance(path, str):
+            try:
+                out[path] = Path(path).read_text(encoding="utf-8")
+            except OSError:
+                out[path] = None
     return out
 
 

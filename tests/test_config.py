@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sidewatch.config import DEFAULT_DB_URL, Config, load_config, parse_duration
+from sidewatch.config import (
+    DEFAULT_DB_URL,
+    Config,
+    load_config,
+    parse_duration,
+    read_token_files,
+)
 from sidewatch.core.policy import Need, ReceiptKind
 from sidewatch.errors import ConfigError
 
@@ -128,3 +134,42 @@ def test_durations(text: object, ms: int) -> None:
 def test_a_bad_duration_is_refused(text: object) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+def test_a_token_can_come_from_a_file_that_the_shell_reads(tmp_path: Path) -> None:
+    secret = tmp_path / "ingest.token"
+    secret.write_text("file-secret-0123456789\n")
+    data = {
+        "server": {
+            "tokens": [
+                {"name": "agents", "scopes": ["ingest"], "tokenFile": str(secret)},
+                {"name": "gone", "scopes": ["read"], "tokenFile": str(tmp_path / "missing")},
+            ]
+        }
+    }
+
+    with pytest.raises(ConfigError) as err:
+        load_config(data, {}, "c.yaml", read_token_files(data))
+    ok = load_config(
+        {"server": {"tokens": data["server"]["tokens"][:1]}}, {}, "c.yaml", read_token_files(data)
+    )
+
+    assert [f"server.tokens[1].tokenFile: cannot read {tmp_path / 'missing'}"] == err.value.problems
+    assert ("agents", "file-secret-0123456789", frozenset({"ingest"})) == (
+        ok.tokens[0].name,
+        ok.tokens[0].secret,
+        ok.tokens[0].scopes,
+    )
+
+
+def test_a_token_secret_never_shows_in_the_config_repr() -> None:
+    cfg = load_config(
+        {
+            "server": {
+                "tokens": [{"name": "t", "scopes": ["read"], "token": "very-secret-token-123"}]
+            }
+        },
+        {},
+    )
+
+    assert "very-secret-token-123" not in repr(cfg)

@@ -18,7 +18,13 @@ import click
 import orjson
 
 from sidewatch import __version__
-from sidewatch.config import Config, load_config, parse_duration, read_config_file
+from sidewatch.config import (
+    Config,
+    load_config,
+    parse_duration,
+    read_config_file,
+    read_token_files,
+)
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
 from sidewatch.daemon.reports import render, report_name, write_atomic
 from sidewatch.errors import ConfigError, SidewatchError
@@ -55,7 +61,8 @@ def _one_line_errors(fn: F) -> F:
 
 
 def _config(config_path: str | None, db: str | None) -> Config:
-    cfg = load_config(read_config_file(config_path), os.environ, config_path or "config")
+    data = read_config_file(config_path)
+    cfg = load_config(data, os.environ, config_path or "config", read_token_files(data))
     return replace(cfg, db_url=db) if db else cfg
 
 
@@ -326,7 +333,8 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
 @_one_line_errors
 def check_config(path: str) -> None:
     """Validate a config file and list every problem at once (exit 1 if any)."""
-    cfg = load_config(read_config_file(path), os.environ, path)
+    data = read_config_file(path)
+    cfg = load_config(data, os.environ, path, read_token_files(data))
     names = ", ".join(p.name for p in cfg.policies)
     click.echo(f"{path}: ok ({len(cfg.policies)} policies: {names}; store {cfg.db_url})")
 

@@ -218,6 +218,17 @@ async def get_wait(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
+    if app.config.protect_metrics:
+        return await _protected_metrics(request)
+    return _metrics(app, request)
+
+
+@_authorized("read")
+async def _protected_metrics(request: Request) -> Response:
+    return _metrics(request.app.state.sidewatch, request)
+
+
+def _metrics(app: AppState, request: Request) -> Response:
     # The exposition format the scraper asks for (Prometheus negotiates it by Accept).
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     return Response(encoder(app.registry), headers={"Content-Type": content_type})

@@ -912,3 +912,21 @@ def test_the_state_filter_selects_by_the_state_now_not_at_the_last_tick(
 
     assert {"thread-late/int-late": "STALE"} == states(client)
     assert {"thread-late/int-late": "STALE"} == states(client, "?state=STALE")
+
+
+def test_metrics_can_require_a_read_token(make_daemon: Callable[..., Daemon]) -> None:
+    daemon = make_daemon(tokens=(INGEST_TOKEN, READ_TOKEN), protect_metrics=True)
+    client = TestClient(daemon.app)
+
+    anonymous = client.get("/metrics")
+    ingest_only = client.get("/metrics", headers=bearer(INGEST_TOKEN))
+    reader = client.get("/metrics", headers=bearer(READ_TOKEN))
+
+    assert (401, 403, 200) == (anonymous.status_code, ingest_only.status_code, reader.status_code)
+    assert "sidewatch_waits" in reader.text
+
+
+def test_metrics_are_open_by_default_even_with_tokens(make_daemon: Callable[..., Daemon]) -> None:
+    client = TestClient(make_daemon(tokens=(INGEST_TOKEN, READ_TOKEN)).app)
+
+    assert 200 == client.get("/metrics").status_code
