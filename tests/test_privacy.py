@@ -4,13 +4,24 @@ payloads, error texts and personal approver references never appear in the datab
 from __future__ import annotations
 
 import json
+import logging
+import warnings
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
+from sidewatch.daemon.reports import render
+from sidewatch.daemon.serve import Daemon
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette's TestClient prefers httpx2 (see test_http)
+    from starlette.testclient import TestClient
 
 SECRETS = {
     "args": "SECRET-ARG-7f3a9c",
@@ -137,3 +148,36 @@ def test_role_references_are_kept_as_they_are(tmp_path: Path) -> None:
         protect("role:release-owner"),
         protect("jane@example.com").startswith("hmac-sha256:"),
     )
+
+
+def test_no_content_reaches_logs_metrics_reports_alerts_or_the_read_api(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    daemon = Daemon(replace(Config(), db_url=f"sqlite:///{tmp_path / 's.db'}"))
+    client = TestClient(daemon.app)
+    body = "\n".join(json.dumps(line) for line in _lines()).encode()
+    bad = b'{"type":"RUN_STARTED","threadId":"SECRET-IN-A-BAD-LINE-4141"'
+
+    posted = client.post("/v1/events", content=body + b"\n" + bad)
+    daemon.auditor.tick(T0 + 120_000)
+    exposed = [
+        posted.text,
+        client.get("/metrics").text,
+        client.get("/v1/waits").text,
+        client.get("/v1/waits/t1/i1").text,
+        caplog.text,
+    ]
+    rep = report(daemon.store, daemon.config.policies, T0 + 120_000, 86_400_000)
+    exposed += [render(rep, fmt).decode() for fmt in ("md", "html", "json")]
+    problems = daemon.auditor.state.problems(
+        ("STALE", "UNROUTABLE", "ORPHANED", "STUCK_AFTER_DECISION")
+    )
+    exposed += [json.dumps(problems)]  # what an Alertmanager push would carry
+    daemon.engine.dispose()
+
+    text = "\n".join(exposed)
+    leaked = [name for name, secret in SECRETS.items() if secret in text]
+    assert [] == leaked
+    assert "SECRET-IN-A-BAD-LINE-4141" not in text
+    assert 200 == posted.status_code
