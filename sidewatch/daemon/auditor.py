@@ -9,7 +9,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -71,6 +71,7 @@ class Auditor:
             self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
         self.duration = HistogramAcc(AUDIT_BUCKETS)
         self.errors = 0
+        self.skipped = 0
         self.ticks = 0
         self.last_success: float | None = None
         self.ingest_totals = (totals.ingested, totals.rejected)
@@ -186,6 +187,11 @@ class Auditor:
                 log.exception("closing hook failed for %s", ev.request_id)
         return out
 
+    def skipped_tick(self) -> None:
+        """A tick could not run (the store was unavailable): counted, and visible at once."""
+        self.skipped += 1
+        self.snapshot = replace(self.snapshot, audit_skipped=self.skipped)
+
     def _snapshot(self) -> Snapshot:
         return Snapshot(
             policies=tuple(p.name for p in self.policies),
@@ -199,6 +205,7 @@ class Auditor:
             audit_duration=self.duration.freeze(),
             audit_last_success=self.last_success,
             audit_errors=self.errors,
+            audit_skipped=self.skipped,
             ticks=self.ticks,
         )
 

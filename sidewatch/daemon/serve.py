@@ -139,6 +139,7 @@ class Daemon:
             report = await self._tick
         except StoreError as e:
             log.warning("audit tick skipped: %s", e)
+            self.auditor.skipped_tick()
             return
         except Exception:
             log.exception("audit tick failed")

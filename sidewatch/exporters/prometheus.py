@@ -167,6 +167,11 @@ class SnapshotCollector(Collector):
         )
         errors.add_metric([], s.audit_errors)
         yield errors
+        skipped = CounterMetricFamily(
+            "sidewatch_audit_skipped", "Audit ticks skipped because the store was unavailable."
+        )
+        skipped.add_metric([], s.audit_skipped)
+        yield skipped
 
 
 def _buckets(h: Histogram) -> list[tuple[str, float]]:

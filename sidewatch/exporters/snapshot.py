@@ -67,6 +67,7 @@ class Snapshot:
     audit_duration: Histogram = field(default_factory=lambda: HistogramAcc(AUDIT_BUCKETS).freeze())
     audit_last_success: float | None = None
     audit_errors: int = 0
+    audit_skipped: int = 0  # ticks skipped because the store was unavailable
     ticks: int = 0
 
 

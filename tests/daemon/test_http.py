@@ -4,6 +4,7 @@ client is not entered as a context manager, so no scheduler runs: tests tick the
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gzip
 import time
@@ -930,3 +931,20 @@ def test_metrics_are_open_by_default_even_with_tokens(make_daemon: Callable[...,
     client = TestClient(make_daemon(tokens=(INGEST_TOKEN, READ_TOKEN)).app)
 
     assert 200 == client.get("/metrics").status_code
+
+
+def test_the_auditor_skips_a_tick_while_the_store_is_away_and_says_so(
+    daemon: Daemon, client: TestClient, db_path: Path, now: int
+) -> None:
+    client.post("/v1/events", content=ndjson(scenario(now)), headers=NDJSON)
+
+    with store_outage(daemon, db_path):
+        asyncio.run(daemon.tick())
+        skipped = client.get("/metrics").text
+    asyncio.run(daemon.tick())
+    recovered = client.get("/metrics").text
+
+    assert "sidewatch_audit_skipped_total 1.0" in skipped
+    assert 'sidewatch_waits{policy="default",state="STUCK_AFTER_DECISION"} 0.0' in skipped
+    assert "sidewatch_audit_skipped_total 1.0" in recovered
+    assert 'sidewatch_waits{policy="default",state="STUCK_AFTER_DECISION"} 1.0' in recovered
