@@ -44,6 +44,7 @@ class Token:
 @dataclass(frozen=True, slots=True)
 class Config:
     db_url: str = DEFAULT_DB_URL
+    store_busy_timeout_ms: int = 10_000  # SQLite: how long to wait for another writer
     policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
     approver_ref_key: str | None = None  # None: a random per-store key is generated
     role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
@@ -128,12 +129,15 @@ def _keys(section: Mapping[str, Any], name: str, known: set[str], problems: list
 
 def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     store = _section(data, "store", problems)
-    _keys(store, "store", {"url"}, problems)
+    _keys(store, "store", {"url", "busyTimeout"}, problems)
     db_url = store.get("url", DEFAULT_DB_URL)
     if not isinstance(db_url, str) or "://" not in db_url:
         problems.append("store.url: must be a database URL such as sqlite:///./sidewatch.db")
         db_url = DEFAULT_DB_URL
-    return {"db_url": env.get(ENV_DB_URL) or db_url}
+    return {
+        "db_url": env.get(ENV_DB_URL) or db_url,
+        "store_busy_timeout_ms": _dur(store, "busyTimeout", 10_000, "store", problems),
+    }
 
 
 def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:

@@ -128,7 +128,7 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     Exit status: 0 when no line was rejected, 1 when any was.
     """
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url)
+    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
     store, protect = Store(engine), ref_protector(engine, cfg)
     any_rejected = False
     show_progress = sys.stderr.isatty()
@@ -174,7 +174,7 @@ def audit_cmd(
     """Classify every known wait at a time and print the verdicts (read-only)."""
     at_ms = _parse_at(at)
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url)
+    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
     _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
     engine.dispose()
 
@@ -206,7 +206,7 @@ def demo(fmt: str) -> None:
     body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
     with tempfile.TemporaryDirectory(prefix="sidewatch-demo-") as tmp:
         cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
-        engine = open_store(cfg.db_url)
+        engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
         store = Store(engine)
         ingest_unit(
             store, "seed-audit.ndjson", body, _parse_at(DEMO_AT), ref_protector(engine, cfg)
@@ -292,7 +292,7 @@ def report_cmd(
         raise click.BadParameter(str(e), param_hint="--window") from None
     end = _parse_at(at)
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url)
+    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
     body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
     engine.dispose()
     if output is None:

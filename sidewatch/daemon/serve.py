@@ -102,7 +102,7 @@ class Daemon:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.engine = open_store(config.db_url)
+        self.engine = open_store(config.db_url, busy_timeout_ms=config.store_busy_timeout_ms)
         self.store = Store(self.engine)
         traces = from_environment(os.environ)
         self.tracer_provider = traces[1] if traces else None

@@ -19,27 +19,28 @@ from sidewatch.store.models import Meta
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-def open_store(url: str, migrate: bool = True) -> Engine:
-    """An engine on `url` with the schema at the newest migration (applied when missing)."""
+def open_store(url: str, migrate: bool = True, busy_timeout_ms: int = 10_000) -> Engine:
+    """An engine on `url` with the schema at the newest migration (applied when missing).
+    SQLite waits up to `busy_timeout_ms` for another writer's lock, then fails (503)."""
     try:
         engine = create_engine(url, future=True)
     except (ArgumentError, ImportError) as e:
         raise StoreError(f"store URL {_safe(url)!r} is not usable: {e}") from e
     if engine.dialect.name == "sqlite":
-        _sqlite_pragmas(engine)
+        _sqlite_pragmas(engine, busy_timeout_ms)
     if migrate:
         upgrade(engine)
     return engine
 
 
-def _sqlite_pragmas(engine: Engine) -> None:
+def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before ingest answers, even across a power cut.
         cur.execute("PRAGMA synchronous=FULL")
-        cur.execute("PRAGMA busy_timeout=10000")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gzip
+import sqlite3
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -948,3 +949,22 @@ def test_the_auditor_skips_a_tick_while_the_store_is_away_and_says_so(
     assert 'sidewatch_waits{policy="default",state="STUCK_AFTER_DECISION"} 0.0' in skipped
     assert "sidewatch_audit_skipped_total 1.0" in recovered
     assert 'sidewatch_waits{policy="default",state="STUCK_AFTER_DECISION"} 1.0' in recovered
+
+
+def test_ingest_is_503_while_another_process_holds_the_sqlite_lock(
+    make_daemon: Callable[..., Daemon], db_path: Path, now: int
+) -> None:
+    daemon = make_daemon(store_busy_timeout_ms=300)
+    client = TestClient(daemon.app)
+    body = ndjson(scenario(now))
+    other = sqlite3.connect(db_path, isolation_level=None)
+
+    other.execute("BEGIN EXCLUSIVE")
+    locked = client.post("/v1/events", content=body, headers=NDJSON)
+    other.execute("ROLLBACK")
+    other.close()
+    unlocked = client.post("/v1/events", content=body, headers=NDJSON)
+
+    assert 503 == locked.status_code
+    assert "nothing of this body was stored" in locked.json()["error"]
+    assert (200, SUMMARY) == (unlocked.status_code, unlocked.json())
