@@ -52,6 +52,8 @@ class Config:
     tokens: tuple[Token, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED
+    max_lines_per_unit: int = 100_000
+    max_line_bytes: int = 1024 * 1024
     audit_interval_ms: int = 30_000
     protect_metrics: bool = False  # /metrics needs a token with the read scope
     alertmanager_url: str | None = None  # None: no push (the default)
@@ -161,7 +163,15 @@ def _server(
     files: Mapping[str, str | None],
 ) -> Section:
     server = _section(data, "server", problems)
-    known = {"listen", "tokens", "maxBodyBytes", "maxInflatedBytes", "protectMetrics"}
+    known = {
+        "listen",
+        "tokens",
+        "maxBodyBytes",
+        "maxInflatedBytes",
+        "protectMetrics",
+        "maxLinesPerUnit",
+        "maxLineBytes",
+    }
     _keys(server, "server", known, problems)
     listen = server.get("listen", DEFAULT_LISTEN)
     if not isinstance(listen, str) or not _LISTEN.match(listen):
@@ -173,6 +183,8 @@ def _server(
         "protect_metrics": _flag(server, "protectMetrics", "server", problems),
         "max_body_bytes": _size(server, "maxBodyBytes", DEFAULT_MAX_BODY, problems),
         "max_inflated_bytes": _size(server, "maxInflatedBytes", DEFAULT_MAX_INFLATED, problems),
+        "max_lines_per_unit": _lines(server, "maxLinesPerUnit", 100_000, problems),
+        "max_line_bytes": _size(server, "maxLineBytes", 1024 * 1024, problems),
     }
 
 
@@ -229,6 +241,14 @@ def _size(section: Mapping[str, Any], key: str, default: int, problems: list[str
     v = section.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int) or v < 1024:
         problems.append(f"server.{key}: must be a number of bytes, at least 1024")
+        return default
+    return v
+
+
+def _lines(section: Mapping[str, Any], key: str, default: int, problems: list[str]) -> int:
+    v = section.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        problems.append(f"server.{key}: must be a whole number of lines, at least 1")
         return default
     return v
 

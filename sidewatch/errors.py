@@ -4,7 +4,8 @@
     ├── ConfigError             a config file or value is wrong; lists every problem at once
     ├── StoreError              the store cannot be reached, migrated or written
     └── InputError              an ingest unit cannot be read at all
-                                (a bad *line* is a reject, not this)
+        │                       (a bad *line* is a reject, not this)
+        └── TooLarge            over a size limit (HTTP 413)
 
 "Unknown" and "uncertain" are verdicts, not exceptions; a rejected line is a value
 (`ingest.reader.Reject`), counted and reported, never raised.
@@ -34,3 +35,7 @@ class StoreError(SidewatchError):
 
 class InputError(SidewatchError):
     """A whole ingest unit is unreadable (missing file, undecodable body)."""
+
+
+class TooLarge(InputError):
+    """An ingest unit is over a limit: inflated size, or lines per unit."""

@@ -27,7 +27,7 @@ from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
 from sidewatch.daemon.waits import wait_detail, waits_now
-from sidewatch.errors import InputError, StoreError
+from sidewatch.errors import InputError, StoreError, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import NDJSON_TYPES, gunzip
@@ -133,14 +133,17 @@ async def post_events(request: Request) -> Response:
     try:
         if encoding == "gzip" or body[:2] == b"\x1f\x8b":
             body = gunzip(body, app.config.max_inflated_bytes)
+    except TooLarge as e:
+        return _error(413, str(e))
     except InputError as e:
-        status = 413 if "limit" in str(e) else 400
-        return _error(status, str(e))
+        return _error(400, str(e))
     if media == "text/plain":
         media = None
     source = f"http:{request.client.host if request.client else '?'}"
     try:
         summary = await run_in_threadpool(_ingest, app, source, body, media)
+    except TooLarge as e:
+        return _error(413, str(e))
     except InputError as e:
         return _error(400, str(e))
     except StoreError as e:
@@ -155,13 +158,22 @@ async def post_events(request: Request) -> Response:
     )
 
 
+def _ingest_unit(
+    app: AppState, source: str, body: bytes, now: int, media: str | None
+) -> IngestSummary:
+    cfg = app.config
+    return ingest_unit(
+        app.store, source, body, now, app.protect, media, cfg.max_lines_per_unit, cfg.max_line_bytes
+    )
+
+
 def _ingest(app: AppState, source: str, body: bytes, media: str | None) -> IngestSummary:
     now = int(time.time() * 1000)
     if app.store.engine.dialect.name == "sqlite":
         with app.write_lock:
-            summary = ingest_unit(app.store, source, body, now, app.protect, media)
+            summary = _ingest_unit(app, source, body, now, media)
     else:
-        summary = ingest_unit(app.store, source, body, now, app.protect, media)
+        summary = _ingest_unit(app, source, body, now, media)
     app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
     return summary
 

@@ -12,6 +12,7 @@ from sidewatch.core.assemble import assemble
 from sidewatch.core.health import classify
 from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
+from sidewatch.errors import TooLarge
 from sidewatch.ingest.agui import Interpreter, Reject
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import frame
@@ -52,10 +53,17 @@ def ingest_unit(
     received_at: int,
     protect: RefProtector,
     media_type: str | None = None,
+    max_lines: int | None = None,
+    max_line_bytes: int | None = None,
 ) -> IngestSummary:
-    """Interpret and store one unit in one transaction; bad lines are rejects, not errors."""
+    """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
+    A unit over `max_lines` is refused whole (TooLarge), before anything is stored."""
+    framed = frame(body, media_type)
+    count = len(framed.lines) + len(framed.items)
+    if max_lines is not None and count > max_lines:
+        raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
     with store.unit(source, received_at) as writer:
-        res = Interpreter(received_at, writer.seq_base, protect).read(frame(body, media_type))
+        res = Interpreter(received_at, writer.seq_base, protect, max_line_bytes).read(framed)
         writer.write(
             res.facts,
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],

@@ -43,6 +43,7 @@ REJECT_REASONS = (
     "unknown_type",
     "invalid_field",
     "no_run_context",
+    "too_long",
     "unknown_evidence",
 )
 FINDING_RULES = (

@@ -113,10 +113,17 @@ class Interpreter:
     """Reads one unit's lines in order. `received_at` stands in for missing timestamps; facts
     get `seq = seq_base + line`, so arrival order is (unit, line)."""
 
-    def __init__(self, received_at: int, seq_base: int, protect_ref: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        received_at: int,
+        seq_base: int,
+        protect_ref: Callable[[str], str],
+        max_line_bytes: int | None = None,
+    ) -> None:
         self.received_at = received_at
         self.seq_base = seq_base
         self.protect_ref = protect_ref
+        self.max_line_bytes = max_line_bytes  # a longer (relevant) line is a reject
         self.result = UnitResult()
         self._ctx: tuple[str, str] | None = None  # (thread, run) of the latest start or input
         self._threads: dict[str, str] = {}  # run -> thread, as seen in this unit
@@ -164,6 +171,15 @@ class Interpreter:
 
     def feed(self, line_no: int, raw: bytes | Any) -> None:
         res = self.result
+        if self.max_line_bytes and isinstance(raw, bytes) and len(raw) > self.max_line_bytes:
+            res.rejects.append(
+                Reject(
+                    line_no,
+                    "too_long",
+                    f"line of {len(raw)} bytes, over the limit of {self.max_line_bytes}",
+                )
+            )
+            return
         if isinstance(raw, bytes) and raw[:9] == _PREFIX:
             # The AG-UI encoder writes "type" first: dispatch on it before parsing anything.
             typ = raw[9 : raw.find(b'"', 9)]

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from sidewatch.errors import InputError
+from sidewatch.errors import InputError, TooLarge
 
 Line = tuple[int, bytes | Any]  # (line number, raw bytes or an already-parsed value)
 
@@ -32,7 +32,7 @@ def gunzip(body: bytes, limit: int | None = None) -> bytes:
     except zlib.error as e:
         raise InputError(f"body is not valid gzip: {e}") from e
     if limit and (d.unconsumed_tail or len(out) > limit):
-        raise InputError(f"body inflates past the limit of {limit} bytes")
+        raise TooLarge(f"body inflates past the limit of {limit} bytes")
     if not d.eof:
         raise InputError("body is not valid gzip: the stream is cut short")
     return out

@@ -968,3 +968,32 @@ def test_ingest_is_503_while_another_process_holds_the_sqlite_lock(
     assert 503 == locked.status_code
     assert "nothing of this body was stored" in locked.json()["error"]
     assert (200, SUMMARY) == (unlocked.status_code, unlocked.json())
+
+
+def test_a_body_with_too_many_lines_is_413_and_stores_nothing(
+    make_daemon: Callable[..., Daemon], now: int
+) -> None:
+    client = TestClient(make_daemon(max_lines_per_unit=5).app)
+
+    answer = client.post("/v1/events", content=ndjson(scenario(now)), headers=NDJSON)
+
+    assert 413 == answer.status_code
+    assert "over the limit of 5 a unit" in answer.json()["error"]
+    assert 404 == client.get(f"/v1/waits/{DEPLOY}").status_code
+
+
+def test_a_line_over_the_length_limit_is_a_reject_and_the_rest_is_stored(
+    make_daemon: Callable[..., Daemon], now: int
+) -> None:
+    client = TestClient(make_daemon(max_line_bytes=2048).app)
+    long_line = b'{"type":"RUN_STARTED","threadId":"' + b"x" * 5000 + b'","runId":"r"}'
+
+    answer = client.post(
+        "/v1/events", content=ndjson(scenario(now)) + b"\n" + long_line, headers=NDJSON
+    )
+
+    rejected = answer.json()["rejected"]
+    assert 200 == answer.status_code
+    assert 1 == len(rejected)
+    assert "over the limit of 2048" in rejected[0]["error"]
+    assert SUMMARY["accepted"] == answer.json()["accepted"]
