@@ -25,6 +25,7 @@ from starlette.routing import Route
 from sidewatch.config import Config, Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
 from sidewatch.daemon.auditor import Auditor
+from sidewatch.daemon.openapi import OPENAPI
 from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
 from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import InputError, StoreError, TooLarge
@@ -246,6 +247,10 @@ def _metrics(app: AppState, request: Request) -> Response:
     return Response(encoder(app.registry), headers={"Content-Type": content_type})
 
 
+async def openapi(request: Request) -> Response:
+    return _json(OPENAPI)
+
+
 async def healthz(request: Request) -> Response:
     return _json({"status": "ok"})
 
@@ -279,6 +284,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
             Route("/v1/waits/{request_id:path}", get_wait, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
         ],
         lifespan=lifespan,

@@ -12,7 +12,7 @@ from sidewatch.core.assemble import assemble
 from sidewatch.core.health import classify
 from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
-from sidewatch.errors import TooLarge
+from sidewatch.errors import InputError, TooLarge
 from sidewatch.ingest.agui import Interpreter, Reject
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import frame
@@ -59,6 +59,8 @@ def ingest_unit(
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
     A unit over `max_lines` is refused whole (TooLarge), before anything is stored."""
     framed = frame(body, media_type)
+    if not framed.items and not any(line.strip() for line in framed.lines):
+        raise InputError("the body holds no line to ingest")
     count = len(framed.lines) + len(framed.items)
     if max_lines is not None and count > max_lines:
         raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
