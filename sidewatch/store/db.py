@@ -23,7 +23,8 @@ def open_store(url: str, migrate: bool = True, busy_timeout_ms: int = 10_000) ->
     """An engine on `url` with the schema at the newest migration (applied when missing).
     SQLite waits up to `busy_timeout_ms` for another writer's lock, then fails (503)."""
     try:
-        engine = create_engine(url, future=True)
+        # pre_ping: a connection the server dropped (restart, failover) is replaced, not used
+        engine = create_engine(url, future=True, pool_pre_ping=True)
     except (ArgumentError, ImportError) as e:
         raise StoreError(f"store URL {_safe(url)!r} is not usable: {e}") from e
     if engine.dialect.name == "sqlite":
