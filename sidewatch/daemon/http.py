@@ -149,7 +149,11 @@ async def post_events(request: Request) -> Response:
         return _error(400, str(e))
     except StoreError as e:
         log.warning("ingest refused, store unavailable: %s", e)
-        return _error(503, "store unavailable; nothing of this body was stored, retry later")
+        # The store's own reason (a full disk, a lock, a refused connection) is said, not hidden.
+        reason = " ".join(str(e.__cause__ or e).split())[:300]
+        return _error(
+            503, f"store unavailable ({reason}); nothing of this body was stored, retry later"
+        )
     return _json(
         {
             "accepted": summary.accepted,
