@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gzip
+import logging
 import sqlite3
 import time
 import warnings
@@ -997,3 +998,18 @@ def test_a_line_over_the_length_limit_is_a_reject_and_the_rest_is_stored(
     assert 1 == len(rejected)
     assert "over the limit of 2048" in rejected[0]["error"]
     assert SUMMARY["accepted"] == answer.json()["accepted"]
+
+
+def test_tokens_never_reach_the_logs(
+    make_daemon: Callable[..., Daemon], now: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    client = TestClient(make_daemon(tokens=(INGEST_TOKEN, READ_TOKEN)).app)
+    wrong = {"authorization": "Bearer wrong-secret-that-is-long-enough"}
+
+    client.post("/v1/events", content=ndjson(scenario(now)), headers=bearer(INGEST_TOKEN))
+    client.post("/v1/events", content=b"not json\n", headers=wrong)
+    client.get("/v1/waits", headers=bearer(INGEST_TOKEN))
+
+    for secret in (INGEST_TOKEN.secret, READ_TOKEN.secret, "wrong-secret-that-is-long-enough"):
+        assert secret not in caplog.text
