@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -280,6 +281,17 @@ def _ping(store: Store) -> None:
         conn.exec_driver_sql("SELECT 1")
 
 
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no such route, wrong method) as JSON too, like every answer."""
+    assert isinstance(exc, HTTPException)
+    return Response(
+        orjson.dumps({"error": str(exc.detail)}),
+        status_code=exc.status_code,
+        headers=exc.headers,
+        media_type="application/json",
+    )
+
+
 def create_app(state: AppState, lifespan: Any = None) -> Starlette:
     app = Starlette(
         routes=[
@@ -292,6 +304,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
             Route("/readyz", readyz, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
     )
     app.state.sidewatch = state
     return app

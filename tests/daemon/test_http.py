@@ -1013,3 +1013,15 @@ def test_tokens_never_reach_the_logs(
 
     for secret in (INGEST_TOKEN.secret, READ_TOKEN.secret, "wrong-secret-that-is-long-enough"):
         assert secret not in caplog.text
+
+
+def test_an_unknown_route_or_method_is_a_json_error(client: TestClient) -> None:
+    missing = client.get("/v1/nowhere")
+    newline = client.get("/v1/waits/a%0Ab")
+    method = client.delete("/v1/events")
+
+    assert (404, 404, 405) == (missing.status_code, newline.status_code, method.status_code)
+    assert all(
+        r.headers["content-type"] == "application/json" and r.json()["error"]
+        for r in (missing, newline, method)
+    )

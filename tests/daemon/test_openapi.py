@@ -47,7 +47,7 @@ with warnings.catch_warnings():
 
 
 @schema.parametrize()
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_the_api_conforms_to_its_description(case: schemathesis.Case) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
