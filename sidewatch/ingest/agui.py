@@ -180,37 +180,30 @@ class Interpreter:
                 )
             )
             return
-        if isinstance(raw, bytes) and raw[:9] == _PREFIX:
-            # The AG-UI encoder writes "type" first: dispatch on it before parsing anything.
-            typ = raw[9 : raw.find(b'"', 9)]
-            kind = _SKIPPED.get(typ)
-            if kind is not None:  # irrelevant: counted, never parsed
-                res.kinds[kind] += 1
-                res.skipped += 1
-                return
-            handler = _BYTE_HANDLERS.get(typ)
-            if handler is not None:
-                try:
-                    self._count(handler(self, line_no, orjson.loads(raw)))
-                except orjson.JSONDecodeError as e:
-                    res.rejects.append(Reject(line_no, "not_json", f"not JSON: {e}"))
-                except _LineError as e:
-                    res.rejects.append(Reject(line_no, e.reason, e.error))
-                return
         if isinstance(raw, bytes):
-            line = raw.strip()
+            line = raw if raw[:1] == b"{" else raw.strip()
             if not line:
                 return
-            if line.startswith(_PREFIX):
-                kind = _SKIPPED.get(line[9 : line.find(b'"', 9)])
+            handler = None
+            if line[:9] == _PREFIX:
+                # The AG-UI encoder writes "type" first: dispatch on it before parsing anything.
+                typ = line[9 : line.find(b'"', 9)]
+                kind = _SKIPPED.get(typ)
                 if kind is not None:  # irrelevant: counted, never parsed
                     res.kinds[kind] += 1
                     res.skipped += 1
                     return
+                handler = _BYTE_HANDLERS.get(typ)
             try:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError as e:
                 res.rejects.append(Reject(line_no, "not_json", f"not JSON: {e}"))
+                return
+            if handler is not None:
+                try:
+                    self._count(handler(self, line_no, obj))
+                except _LineError as e:
+                    res.rejects.append(Reject(line_no, e.reason, e.error))
                 return
         else:
             obj = raw

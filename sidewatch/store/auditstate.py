@@ -9,9 +9,8 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import FindingFact
@@ -24,12 +23,8 @@ from sidewatch.store.models import (
     RejectRow,
     TransitionRow,
     WaitState,
+    table_of,
 )
-
-
-def _t(model: Any) -> Table:
-    table: Table = model.__table__
-    return table
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,20 +115,20 @@ class AuditState:
 
     def dirty(self) -> list[tuple[str, int]]:
         """(thread, mark) of every thread with unclassified evidence."""
-        table = _t(DirtyThread)
+        table = table_of(DirtyThread)
         with self._conn() as c:
             return [(r[0], int(r[1])) for r in c.execute(select(table.c.thread_id, table.c.mark))]
 
     def due(self, now: int) -> list[str]:
         """Threads with an open wait whose verdict time alone has changed by `now`."""
-        table = _t(WaitState)
+        table = table_of(WaitState)
         # No DISTINCT: it would make SQLite scan every wait instead of the due_at range.
         query = select(table.c.thread_id).where(table.c.due_at <= now)
         with self._conn() as c:
             return list(dict.fromkeys(str(r[0]) for r in c.execute(query)))
 
     def states(self, thread_ids: Collection[str]) -> dict[str, StoredState]:
-        table = _t(WaitState)
+        table = table_of(WaitState)
         ids = list(thread_ids)
         out: dict[str, StoredState] = {}
         with self._conn() as conn:
@@ -194,7 +189,7 @@ class AuditState:
         """When the policies differ from those the stored verdicts used, mark every thread
         with an open wait dirty (its verdict may change) and remember the new policies.
         Returns how many threads were marked."""
-        meta, ws = _t(Meta), _t(WaitState)
+        meta, ws = table_of(Meta), table_of(WaitState)
         try:
             with self.engine.begin() as conn:
                 old = conn.execute(
@@ -223,7 +218,7 @@ class AuditState:
     def select(self, states: Collection[str], limit: int) -> list[tuple[str, str]]:
         """(requestId, thread) of up to `limit` waits whose last verdict is in `states`,
         longest in their state first."""
-        table = _t(WaitState)
+        table = table_of(WaitState)
         query = (
             select(table.c.request_id, table.c.thread_id)
             .where(table.c.state.in_(list(states)))
@@ -249,7 +244,7 @@ class AuditState:
             ]
 
     def thread_of(self, request_id: str) -> str | None:
-        table = _t(WaitState)
+        table = table_of(WaitState)
         query = select(table.c.thread_id).where(table.c.request_id == request_id)
         with self._conn() as c:
             found = c.execute(query).scalar_one_or_none()
@@ -257,7 +252,7 @@ class AuditState:
 
     def oldest_since(self) -> dict[str, int]:
         """When the oldest open wait of each state entered it (index-only lookups)."""
-        table = _t(WaitState)
+        table = table_of(WaitState)
         out: dict[str, int] = {}
         with self._conn() as conn:
             for state in ("WAITING", "STALE", "UNROUTABLE", "ORPHANED", "STUCK_AFTER_DECISION"):
@@ -272,7 +267,7 @@ class AuditState:
     def finding_counts(self) -> dict[str, int]:
         """Protocol findings by rule: noticed at ingest, or recorded from verdicts (each
         (rule, wait) once)."""
-        fd = _t(FindingRow)
+        fd = table_of(FindingRow)
         query = select(fd.c.rule, func.count()).group_by(fd.c.rule)
         with self._conn() as c:
             return {str(k): int(n) for k, n in c.execute(query)}
@@ -282,7 +277,7 @@ class AuditState:
             return _totals(c)
 
     def transitions_of(self, request_id: str) -> list[StoredTransition]:
-        table = _t(TransitionRow)
+        table = table_of(TransitionRow)
         query = select(table).where(table.c.request_id == request_id).order_by(table.c.id)
         with self._conn() as c:
             return [
@@ -304,7 +299,7 @@ _INSERT_FINDING = (
 
 
 def _totals(conn: Connection) -> Totals:
-    ws, tr = _t(WaitState), _t(TransitionRow)
+    ws, tr = table_of(WaitState), table_of(TransitionRow)
     open_waits: Counter[tuple[str, str]] = Counter()
     for state, policy, n in conn.execute(
         select(ws.c.state, ws.c.policy, func.count())
@@ -338,7 +333,7 @@ def _totals(conn: Connection) -> Totals:
             )
         )
     ]
-    lc, rj, fd = _t(LineCount), _t(RejectRow), _t(FindingRow)
+    lc, rj, fd = table_of(LineCount), table_of(RejectRow), table_of(FindingRow)
     ingested = Counter(
         {
             k: int(n)

@@ -27,6 +27,7 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
+from sidewatch.store.auditstate import driver_sql
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -42,15 +43,14 @@ def _cols(fact: type) -> str:
 def _select(conn: Connection, table: str, fact: type, where: str, ids: list[str]) -> Iterator[Any]:
     """Rows of `fact`'s columns whose `where` column is in `ids` (all rows when `where` is
     empty), in chunks that every driver accepts."""
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     if not where:
         yield from conn.exec_driver_sql(f"SELECT {_cols(fact)} FROM {table}")  # noqa: S608
         return
     for k in range(0, len(ids), CHUNK):
         part = ids[k : k + CHUNK]
-        marks = ", ".join(mark for _ in part)
+        marks = ", ".join("?" for _ in part)
         sql = f"SELECT {_cols(fact)} FROM {table} WHERE {where} IN ({marks})"  # noqa: S608
-        yield from conn.exec_driver_sql(sql, tuple(part))
+        yield from conn.exec_driver_sql(driver_sql(conn, sql), tuple(part))
 
 
 def _grouped(rows: Iterator[Any], key: int, build: Callable[[Any], Any]) -> dict[str, list[Any]]:

@@ -7,10 +7,18 @@ insert that does nothing. `at` is ms since the epoch, `seq` the arrival order.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index, UniqueConstraint
+from typing import Any
+
+from sqlalchemy import BigInteger, Index, Table, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 Ms = BigInteger  # ms since the epoch and arrival sequences outgrow 32 bits
+
+
+def table_of(model: Any) -> Table:
+    """The Core table of a model (typed, for the bulk paths that skip the ORM)."""
+    table: Table = model.__table__
+    return table
 
 
 class Unit(SQLModel, table=True):

@@ -42,26 +42,22 @@ from sidewatch.store.models import (
     ToolCallRow,
     ToolResultRow,
     Unit,
+    table_of,
 )
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
 
 
-def _table(model: Any) -> Table:
-    table: Table = model.__table__
-    return table
-
-
 _TABLES: dict[type, Table] = {
-    InterruptFact: _table(InterruptRow),
-    ToolCallFact: _table(ToolCallRow),
-    RunFact: _table(RunRow),
-    AnswerFact: _table(AnswerRow),
-    ToolResultFact: _table(ToolResultRow),
-    LegacyResumeFact: _table(LegacyResumeRow),
-    SignalFact: _table(SignalRow),
-    HeartbeatFact: _table(HeartbeatRow),
-    FindingFact: _table(FindingRow),
+    InterruptFact: table_of(InterruptRow),
+    ToolCallFact: table_of(ToolCallRow),
+    RunFact: table_of(RunRow),
+    AnswerFact: table_of(AnswerRow),
+    ToolResultFact: table_of(ToolResultRow),
+    LegacyResumeFact: table_of(LegacyResumeRow),
+    SignalFact: table_of(SignalRow),
+    HeartbeatFact: table_of(HeartbeatRow),
+    FindingFact: table_of(FindingRow),
 }
 _FIELDS = {t: tuple(f.name for f in fields(t)) for t in _TABLES}
 
@@ -98,7 +94,7 @@ class UnitWriter:
         self._mark_dirty(facts)
         if rejects:
             self.conn.execute(
-                insert(_table(RejectRow)),
+                insert(table_of(RejectRow)),
                 [
                     {
                         "unit_id": self.unit_id,
@@ -111,10 +107,10 @@ class UnitWriter:
             )
         if kinds:
             self.conn.execute(
-                insert(_table(LineCount)),
+                insert(table_of(LineCount)),
                 [{"unit_id": self.unit_id, "kind": k, "lines": n} for k, n in kinds.items()],
             )
-        unit = _table(Unit)
+        unit = table_of(Unit)
         self.conn.execute(
             unit.update()
             .where(unit.c.id == self.unit_id)
@@ -141,7 +137,7 @@ class UnitWriter:
 def _threads_of_refs(conn: Connection, refs: set[str]) -> set[str]:
     """The threads whose waits a requestId may name: by metadata.requestId, else by the
     default `{threadId}/{interruptId}[@{runId}]` form."""
-    table = _table(InterruptRow)
+    table = table_of(InterruptRow)
     found = {
         r[1]: r[0]
         for r in conn.execute(
@@ -172,12 +168,12 @@ def _insert_sql(conn: Connection, kind: type) -> str:
     """INSERT … ON CONFLICT DO NOTHING in the driver's own parameter style (natural keys)."""
     key = (conn.dialect.name, kind)
     if key not in _SQL:
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
         cols = _COLUMNS[kind]
         # Table and column names come from our own models, never from input.
-        _SQL[key] = (
+        _SQL[key] = driver_sql(
+            conn,
             f"INSERT INTO {_TABLES[kind].name} ({', '.join(cols)}) "  # noqa: S608
-            f"VALUES ({', '.join(mark for _ in cols)}) ON CONFLICT DO NOTHING"
+            f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT DO NOTHING",
         )
     return _SQL[key]
 
@@ -192,7 +188,7 @@ class Store:
         try:
             with self.engine.begin() as conn:
                 key = conn.execute(
-                    insert(_table(Unit)).values(source=source[:512], received_at=received_at)
+                    insert(table_of(Unit)).values(source=source[:512], received_at=received_at)
                 ).inserted_primary_key
                 assert key is not None
                 unit_id = key[0]
@@ -212,14 +208,14 @@ class Store:
 
     def findings(self) -> list[tuple[str, int]]:
         """(rule, at) of every protocol finding recorded."""
-        table = _table(FindingRow)
+        table = table_of(FindingRow)
         with self.engine.connect() as conn:
             return [(str(r[0]), int(r[1])) for r in conn.execute(select(table.c.rule, table.c.at))]
 
     def ingest_health(self, start: int, end: int) -> tuple[int, int, int, dict[str, int]]:
         """Units received in (start, end]: how many, lines accepted and skipped, and rejected
         lines by reason."""
-        unit, reject = _table(Unit), _table(RejectRow)
+        unit, reject = table_of(Unit), table_of(RejectRow)
         window = (unit.c.received_at > start) & (unit.c.received_at <= end)
         with self.engine.connect() as conn:
             n, accepted, skipped = conn.execute(
