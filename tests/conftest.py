@@ -37,7 +37,16 @@ def pg_database() -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'sidewatch.db'}"
-    database: str = request.getfixturevalue("pg_database")
+    return _pg_schema(request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> str:
+    """A fresh schema on the running PostgreSQL server, for what only PostgreSQL can do."""
+    return _pg_schema(pg_database)
+
+
+def _pg_schema(database: str) -> str:
     schema = f"s_{uuid.uuid4().hex[:12]}"
     conninfo = f"host={_PARAMS['host']} port={_PARAMS['port']} user={_PARAMS['user']}"
     with psycopg.connect(f"{conninfo} dbname={database}", autocommit=True) as conn:

@@ -24,10 +24,12 @@ from sidewatch.exporters.snapshot import (
     DECISION_BUCKETS,
     RESUME_BUCKETS,
     HistogramAcc,
+    IngestCounters,
     Snapshot,
 )
 from sidewatch.report.verdicts import evidence_json, thresholds_json
 from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
+from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
 
 log = logging.getLogger("sidewatch.auditor")
@@ -51,30 +53,39 @@ class Auditor:
         store: Store,
         policies: tuple[Policy, ...],
         on_closed: Callable[[WaitEvidence, Verdict], None] | None = None,
+        lease: AuditLease | None = None,
     ) -> None:
         self.store = store
         self.on_closed = on_closed  # e.g. the OpenTelemetry span of a wait that closed
+        self.lease = lease  # when replicas share the store: every save is fenced by it
         self.state = AuditState(store.engine)
         self.policies = policies
         marked = self.state.policies_changed(_fingerprint(policies))
         if marked:
             log.info("policies changed: the open waits of %d threads will be re-audited", marked)
-        totals = self.state.totals()
-        self.open_waits: Counter[tuple[str, str]] = totals.open_waits
-        self.closed: Counter[tuple[str, str]] = totals.closed
-        self.transitions: Counter[tuple[str, str]] = totals.transitions
-        self.decision = {p.name: HistogramAcc(DECISION_BUCKETS) for p in policies}
-        self.resume = {p.name: HistogramAcc(RESUME_BUCKETS) for p in policies}
-        for policy, seconds in totals.decision_latencies:
-            self._acc(self.decision, policy, DECISION_BUCKETS).observe(seconds)
-        for policy, seconds in totals.resume_latencies:
-            self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
         self.duration = HistogramAcc(AUDIT_BUCKETS)
         self.errors = 0
         self.skipped = 0
         self.ticks = 0
         self.last_success: float | None = None
+        self.ingest = IngestCounters()
+        self.reload()
+
+    def reload(self) -> None:
+        """Continue the store-wide counters from the store: at start, and when this replica
+        takes the audit lease over (another replica audited meanwhile)."""
+        totals = self.state.totals()
+        self.open_waits: Counter[tuple[str, str]] = totals.open_waits
+        self.closed: Counter[tuple[str, str]] = totals.closed
+        self.transitions: Counter[tuple[str, str]] = totals.transitions
+        self.decision = {p.name: HistogramAcc(DECISION_BUCKETS) for p in self.policies}
+        self.resume = {p.name: HistogramAcc(RESUME_BUCKETS) for p in self.policies}
+        for policy, seconds in totals.decision_latencies:
+            self._acc(self.decision, policy, DECISION_BUCKETS).observe(seconds)
+        for policy, seconds in totals.resume_latencies:
+            self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
         self.ingest_totals = (totals.ingested, totals.rejected)
+        self.ingest.catch_up(totals.ingested, totals.rejected)
         self.snapshot = self._snapshot()
 
     def policy_for(self, action: str | None, reason: str | None) -> Policy:
@@ -99,6 +110,8 @@ class Auditor:
             batch = threads[k : k + BATCH]
             w, t, e = self._batch(batch, marks, now_ms)
             waits, transitions, errors = waits + w, transitions + t, errors + e
+        # Lines other replicas ingested: the counters are store-wide, and never go back.
+        self.ingest.catch_up(*self.state.ingest_totals())
         seconds = time.perf_counter() - start
         self.duration.observe(seconds)
         self.errors += errors
@@ -112,6 +125,7 @@ class Auditor:
         states: list[StoredState] = []
         records: list[StoredTransition] = []
         findings: list[FindingFact] = []
+        closing: list[tuple[WaitEvidence, Verdict]] = []
         errors = 0
         keep: set[str] = set()  # threads to look at again next tick, whatever is due
         for facts in self.store.threads(threads):
@@ -137,13 +151,24 @@ class Auditor:
                     continue
                 old = stored.get(ev.request_id)
                 states.append(_stored(ev, verdict, now, _next_item(ev, now)))
-                records += self._record(ev, verdict, old, now)
+                recorded = self._record(ev, verdict, old, now)
+                records += recorded
+                if recorded and verdict.closed:
+                    closing.append((ev, verdict))
                 findings += [
                     FindingFact(rule, now, 0, ev.thread_id, ev.run_id, ev.interrupt_id)
                     for rule in verdict.findings
                 ]
         cleared = [(t, marks[t]) for t in threads if t in marks and t not in keep]
-        self.state.save(states, records, findings, cleared)
+        self.state.save(
+            states, records, findings, cleared, self.lease.fence if self.lease else None
+        )
+        if self.on_closed is not None:  # only once saved: a fenced-out save closes nothing
+            for ev, verdict in closing:
+                try:
+                    self.on_closed(ev, verdict)
+                except Exception:  # an exporter never stops the audit
+                    log.exception("closing hook failed for %s", ev.request_id)
         return len(states), len(records), errors
 
     def _record(
@@ -180,11 +205,6 @@ class Auditor:
             out.append(
                 StoredTransition(ev.request_id, frm, to, at, now, policy, thresholds, evidence)
             )
-        if self.on_closed is not None and v.closed:
-            try:
-                self.on_closed(ev, v)
-            except Exception:  # an exporter never stops the audit
-                log.exception("closing hook failed for %s", ev.request_id)
         return out
 
     def skipped_tick(self) -> None:

@@ -86,6 +86,14 @@ class IngestCounters:
             self.ingested.update(kinds)
             self.rejected.update(reasons)
 
+    def catch_up(self, ingested: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        """Raise each count to the store's total where that is higher (lines other replicas
+        ingested): never lower, so a counter never goes back, and never above the store."""
+        with self._lock:
+            for counts, totals in ((self.ingested, ingested), (self.rejected, rejected)):
+                for key, n in totals.items():
+                    counts[key] = max(counts[key], n)
+
     def read(self) -> tuple[dict[str, int], dict[str, int]]:
         with self._lock:
             return dict(self.ingested), dict(self.rejected)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -145,11 +145,15 @@ class AuditState:
         transitions: Sequence[StoredTransition],
         findings: Sequence[FindingFact],
         cleared: Sequence[tuple[str, int]],
+        fence: Callable[[Connection], None] | None = None,
     ) -> None:
         """Record one batch of verdicts at once: states, transitions, findings (a finding
-        already stored is not stored again), and clear the dirty marks read before the batch."""
+        already stored is not stored again), and clear the dirty marks read before the batch.
+        `fence` runs first in the same transaction and may refuse it (store.lease)."""
         try:
             with self.engine.begin() as conn:
+                if fence is not None:
+                    fence(conn)
                 # Straight to the driver's executemany: a full audit writes a row per wait.
                 if states:
                     conn.exec_driver_sql(
@@ -276,6 +280,11 @@ class AuditState:
         with self._conn() as c:
             return _totals(c)
 
+    def ingest_totals(self) -> tuple[Counter[str], Counter[str]]:
+        """Lines ingested by kind and rejected by reason, by every replica, ever."""
+        with self._conn() as c:
+            return _ingest_totals(c)
+
     def transitions_of(self, request_id: str) -> list[StoredTransition]:
         table = table_of(TransitionRow)
         query = select(table).where(table.c.request_id == request_id).order_by(table.c.id)
@@ -333,7 +342,16 @@ def _totals(conn: Connection) -> Totals:
             )
         )
     ]
-    lc, rj, fd = table_of(LineCount), table_of(RejectRow), table_of(FindingRow)
+    ingested, rejected = _ingest_totals(conn)
+    fd = table_of(FindingRow)
+    findings = Counter(
+        {k: int(n) for k, n in conn.execute(select(fd.c.rule, func.count()).group_by(fd.c.rule))}
+    )
+    return Totals(open_waits, closed, transitions, decisions, resumes, ingested, rejected, findings)
+
+
+def _ingest_totals(conn: Connection) -> tuple[Counter[str], Counter[str]]:
+    lc, rj = table_of(LineCount), table_of(RejectRow)
     ingested = Counter(
         {
             k: int(n)
@@ -346,7 +364,4 @@ def _totals(conn: Connection) -> Totals:
             for k, n in conn.execute(select(rj.c.reason, func.count()).group_by(rj.c.reason))
         }
     )
-    findings = Counter(
-        {k: int(n) for k, n in conn.execute(select(fd.c.rule, func.count()).group_by(fd.c.rule))}
-    )
-    return Totals(open_waits, closed, transitions, decisions, resumes, ingested, rejected, findings)
+    return ingested, rejected

@@ -230,3 +230,16 @@ class DirtyThread(SQLModel, table=True):
     __tablename__ = "dirty_thread"
     thread_id: str = Field(primary_key=True, max_length=256)
     mark: int = Field(sa_type=Ms)
+
+
+class Lease(SQLModel, table=True):
+    """Which replica audits: the holder renews the row every half interval; another replica
+    takes it over only once it has expired. `epoch` grows at every change of holder and fences
+    the writes of a holder that lost it (see store.lease)."""
+
+    __tablename__ = "lease"
+    name: str = Field(primary_key=True, max_length=32)
+    holder: str = Field(max_length=256)
+    epoch: int = Field(sa_type=Ms)
+    acquired_at: int = Field(sa_type=Ms)
+    expires_at: int = Field(sa_type=Ms)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from click.testing import CliRunner
 
+import sidewatch.store
 from sidewatch.cli.main import cli
+
+VERSIONS = Path(sidewatch.store.__file__).with_name("migrations") / "versions"
+HEAD = max(p.name.split("_", 1)[0] for p in VERSIONS.glob("0*.py"))
 
 
 def test_db_upgrade_migrates_an_empty_store_once(db_url: str) -> None:
@@ -14,8 +20,8 @@ def test_db_upgrade_migrates_an_empty_store_once(db_url: str) -> None:
     second = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
 
     assert (0, 0) == (first.exit_code, second.exit_code)
-    assert "upgraded from empty to 0003 (newest: 0003)" in first.output
-    assert "already at 0003 (newest: 0003)" in second.output
+    assert f"upgraded from empty to {HEAD} (newest: {HEAD})" in first.output
+    assert f"already at {HEAD} (newest: {HEAD})" in second.output
 
 
 def test_db_upgrade_of_an_unreachable_store_is_a_one_line_error() -> None:

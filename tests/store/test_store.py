@@ -39,6 +39,7 @@ TABLES = {
     "transition",
     "dirty_thread",
     "legacy_resume",
+    "lease",
 }
 
 
