@@ -49,6 +49,8 @@ class AppState:
     counters: IngestCounters
     registry: CollectorRegistry
     started: float = field(default_factory=time.time)
+    # Whether this replica holds the audit lease (a lone daemon does, once it claimed it).
+    lease_held: Callable[[], bool] = lambda: True
     # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -269,11 +271,12 @@ async def readyz(request: Request) -> Response:
         problems.append(f"store unreachable: {type(e).__name__}")
     window = 3 * app.config.audit_interval_ms / 1000
     last = app.auditor.last_success or app.started
-    if time.time() - last > window:
+    auditing = app.lease_held()
+    if auditing and time.time() - last > window:  # a standby replica ingests and serves reads
         problems.append(f"auditor has not completed a tick in {window:.0f}s")
     if problems:
-        return _json({"status": "not ready", "problems": problems}, 503)
-    return _json({"status": "ready"})
+        return _json({"status": "not ready", "problems": problems, "auditLease": auditing}, 503)
+    return _json({"status": "ready", "auditLease": auditing})
 
 
 def _ping(store: Store) -> None:

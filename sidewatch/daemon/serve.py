@@ -38,8 +38,8 @@ from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import SnapshotCollector
-from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.store.db import open_store
+from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
 
 log = logging.getLogger("sidewatch")
@@ -106,12 +106,28 @@ class Daemon:
         self.store = Store(self.engine)
         traces = from_environment(os.environ)
         self.tracer_provider = traces[1] if traces else None
+        # Held a little longer than a renewal period and a half: a standby claims every half
+        # interval, so it takes over within two intervals of the holder's last renewal.
+        self.lease = AuditLease(self.engine, ttl_ms=config.audit_interval_ms * 5 // 4)
+        try:  # before the counters load: a replica that takes the lease now needs no reload
+            self.lease.claim()
+        except StoreError as e:
+            log.warning("audit lease not claimed yet: %s", e)
         self.auditor = Auditor(
-            self.store, config.policies, on_closed=traces[0].on_closed if traces else None
+            self.store,
+            config.policies,
+            on_closed=traces[0].on_closed if traces else None,
+            lease=self.lease,
         )
-        self.counters = IngestCounters(*self.auditor.ingest_totals)
+        self.counters = self.auditor.ingest
         registry = CollectorRegistry()
-        registry.register(SnapshotCollector(lambda: self.auditor.snapshot, self.counters))
+        registry.register(
+            SnapshotCollector(
+                lambda: self.auditor.snapshot if self.lease.held else None,
+                self.counters,
+                lambda: self.lease.held,
+            )
+        )
         registry.register(_BuildInfo())
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -122,21 +138,49 @@ class Daemon:
             ref_protector(self.engine, config),
             self.counters,
             registry,
+            lease_held=lambda: self.lease.held,
         )
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         self._tick: asyncio.Future[Any] | None = None
+        self._scheduler: AsyncIOScheduler | None = None
         self.alerts = (
             AlertmanagerPush(config.alertmanager_url, config.alertmanager_resend_ms)
             if config.alertmanager_url
             else None
         )
 
+    async def claim(self) -> None:
+        """Renew or take the audit lease (every half interval). On taking it over, continue
+        the counters from the store and audit at once."""
+        epoch = self.lease.epoch
+        try:
+            held = await run_in_threadpool(self.lease.claim)
+        except StoreError as e:
+            log.warning("audit lease not renewed: %s", e)
+            return
+        if held and self.lease.epoch != epoch:
+            log.info("took the audit lease (epoch %s): this replica audits", self.lease.epoch)
+            try:
+                await run_in_threadpool(self.auditor.reload)
+            except StoreError as e:  # the next claim renews, the next tick retries
+                log.warning("could not load the counters: %s", e)
+            if self._scheduler is not None:
+                self._scheduler.modify_job("audit", next_run_time=datetime.now(UTC))
+        elif epoch is not None and not held:
+            log.warning("lost the audit lease: another replica audits now")
+
     async def tick(self) -> None:
-        """One audit tick in a worker thread; a store outage skips it (and /readyz says so)."""
+        """One audit tick in a worker thread, on the replica holding the lease; a store outage
+        skips it (and /readyz says so)."""
+        if not self.lease.held:
+            return
         now = int(time.time() * 1000)
         self._tick = asyncio.ensure_future(run_in_threadpool(self._audit, now))
         try:
             report = await self._tick
+        except LeaseLost as e:
+            log.warning("audit tick dropped: %s", e)
+            return
         except StoreError as e:
             log.warning("audit tick skipped: %s", e)
             self.auditor.skipped_tick()
@@ -159,7 +203,10 @@ class Daemon:
             )
 
     async def nightly_report(self) -> None:
-        """The report of the window ending now, in every configured format; old ones pruned."""
+        """The report of the window ending now, in every configured format; old ones pruned.
+        Written by the replica holding the audit lease, so once."""
+        if not self.lease.held:
+            return
         cfg = self.config
         end = int(time.time() * 1000)
         try:
@@ -186,7 +233,16 @@ class Daemon:
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        scheduler = AsyncIOScheduler(timezone=UTC)
+        scheduler = self._scheduler = AsyncIOScheduler(timezone=UTC)
+        scheduler.add_job(
+            self.claim,
+            "interval",
+            seconds=self.config.audit_interval_ms / 2000,
+            next_run_time=datetime.now(UTC),
+            max_instances=1,
+            coalesce=True,
+            id="lease",
+        )
         scheduler.add_job(
             self.tick,
             "interval",
@@ -219,6 +275,7 @@ class Daemon:
             if self._tick is not None:
                 log.info("waiting for the running audit tick to finish")
                 await asyncio.gather(self._tick, return_exceptions=True)
+            await run_in_threadpool(self.lease.release)
             self.engine.dispose()
             if self.tracer_provider is not None:
                 self.tracer_provider.shutdown()  # flushes the last spans

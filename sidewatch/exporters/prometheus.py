@@ -62,12 +62,30 @@ FINDING_RULES = (
 
 
 class SnapshotCollector(Collector):
-    def __init__(self, snapshot: Callable[[], Snapshot], ingest: IngestCounters) -> None:
+    """The store-wide families come from the replica holding the audit lease only (`snapshot`
+    gives None on the others), so summing over replicas never counts anything twice."""
+
+    def __init__(
+        self,
+        snapshot: Callable[[], Snapshot | None],
+        ingest: IngestCounters,
+        lease_held: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._snapshot = snapshot
         self._ingest = ingest
+        self._lease_held = lease_held
 
     def collect(self) -> Iterator[Metric]:
+        lease = GaugeMetricFamily(
+            "sidewatch_audit_lease_held",
+            "1 on the replica that holds the audit lease (it audits and exports the "
+            "store-wide metrics), 0 on a standby.",
+        )
+        lease.add_metric([], 1 if self._lease_held() else 0)
+        yield lease
         s = self._snapshot()
+        if s is None:
+            return
         # Configured policies, and any a stored verdict still names (renamed or removed).
         policies = tuple(
             dict.fromkeys(

@@ -37,11 +37,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(tmp: Path, db: Path, interval: str = "1s", extra: str = "") -> Server:
+def _start(
+    tmp: Path, db: Path, interval: str = "1s", extra: str = "", store_url: str | None = None
+) -> Server:
     port = _free_port()
-    cfg = tmp / "sidewatch.yaml"
+    cfg = tmp / f"sidewatch-{port}.yaml"
     cfg.write_text(
-        f"store: {{url: 'sqlite:///{db}'}}\n"
+        f"store: {{url: '{store_url or f'sqlite:///{db}'}'}}\n"
         f"server: {{listen: '127.0.0.1:{port}', maxBodyBytes: 65536}}\n"
         f"auditor: {{interval: {interval}}}\n" + extra
     )

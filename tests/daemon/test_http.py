@@ -782,7 +782,7 @@ def test_readyz_is_ready_after_an_audit_tick(make_daemon: Callable[..., Daemon],
     r = TestClient(daemon.app).get("/readyz")
 
     assert 200 == r.status_code
-    assert {"status": "ready"} == r.json()
+    assert {"status": "ready", "auditLease": True} == r.json()
 
 
 def test_readyz_is_503_when_the_auditor_never_ticked_within_three_intervals(
