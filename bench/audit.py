@@ -5,7 +5,10 @@
 - a tick with nothing due beside one `SELECT 1` round trip;
 - a `/metrics` render beside rendering the process collector alone.
 
-    .venv/bin/python bench/audit.py [--waits 100000 1000000]
+    .venv/bin/python bench/audit.py [--waits 100000 1000000] [--pg]
+
+With `--pg`, each full audit is also run on PostgreSQL (a throw-away database on the running
+server) and printed beside the SQLite figure of the same run.
 
 Targets: a full audit of 1,000,000 open waits under 10 s and 1 GiB; a tick with nothing due
 under 50 ms; a scrape under 50 ms.
@@ -22,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pgdb import pg_database
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
 from sidewatch.config import Config
@@ -140,6 +144,7 @@ def _best(fn: object, n: int = 20) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--waits", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--pg", action="store_true", help="also on PostgreSQL, side by side")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure:
@@ -147,17 +152,7 @@ def main() -> None:
         return
     for n in args.waits:
         with tempfile.TemporaryDirectory() as tmp:
-            url = f"sqlite:///{Path(tmp) / 'audit.db'}"
-            start = time.perf_counter()
-            populate(url, n)
-            made = time.perf_counter() - start
-            out = subprocess.run(
-                [sys.executable, __file__, "--measure", url],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            m = json.loads(out.stdout.strip().splitlines()[-1])
+            made, m = _run(f"sqlite:///{Path(tmp) / 'audit.db'}", n)
         print(f"{n:>9,} open waits (generated in {made:.0f}s)")
         print(
             f"  full audit     : {m['full']:8.2f} s   floor (read the rows): {m['floor']:6.2f} s "
@@ -173,6 +168,26 @@ def main() -> None:
             f"  /metrics render: {m['scrape'] * 1000:8.2f} ms  floor (process metrics): "
             f"{m['scrape_floor'] * 1000:6.2f} ms (target < 50 ms)"
         )
+        if args.pg:
+            with pg_database() as url:
+                pg_made, pg = _run(url, n)
+            print(
+                f"  on PostgreSQL  : full audit {pg['full']:8.2f} s (floor {pg['floor']:6.2f} s, "
+                f"peak RSS {pg['rss_mib']:6.0f} MiB, generated in {pg_made:.0f}s)   beside "
+                f"SQLite: ratio {pg['full'] / m['full']:4.2f}; idle tick "
+                f"{pg['quiet'] * 1000:6.1f} ms"
+            )
+
+
+def _run(url: str, n: int) -> tuple[float, dict[str, float]]:
+    """Populate `url` with n open waits, then measure in a fresh process."""
+    start = time.perf_counter()
+    populate(url, n)
+    made = time.perf_counter() - start
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", url], capture_output=True, text=True, check=True
+    )
+    return made, json.loads(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """HTTP ingest throughput with 5,000-line bodies, beside the in-process ingest of the same
-bodies measured in the same run (the floor: what the store and interpreter cost without HTTP).
+bodies measured in the same run (the floor: what the store and interpreter cost without HTTP);
+with `--replicas N`, also N replicas on one PostgreSQL database (a throw-away one on the
+running server), the clients posting to them in turn, beside the single SQLite replica.
 
-    .venv/bin/python bench/http_ingest.py [--bodies 60] [--clients 2]
+    .venv/bin/python bench/http_ingest.py [--bodies 60] [--clients 2] [--replicas 3]
 
 Target: at least 100,000 lines/s over HTTP on the 2-core machine.
 """
@@ -21,6 +23,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ingest import stream
+from pgdb import pg_database
 
 from sidewatch.config import Config
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector
@@ -51,50 +54,50 @@ def in_process(units: list[bytes]) -> float:
     return len(units) * LINES_PER_BODY / elapsed
 
 
-def over_http(units: list[bytes], clients: int) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sidewatch",
-                "serve",
-                "--db",
-                f"sqlite:///{tmp}/http.db",
-                "--listen",
-                f"127.0.0.1:{port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
+def _replica(db: str) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidewatch", "serve", "--db", db, "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
         try:
-            for _ in range(100):
-                try:
-                    httpx.get(f"{url}/healthz", timeout=1)
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.1)
+            httpx.get(f"{url}/healthz", timeout=1)
+            return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"sidewatch serve on {db} did not start")
 
-            def post(body: bytes) -> int:
-                with httpx.Client(timeout=60) as c:
-                    r = c.post(
-                        f"{url}/v1/events",
-                        content=body,
-                        headers={"content-type": "application/x-ndjson"},
-                    )
-                    r.raise_for_status()
-                    return int(r.json()["accepted"]) + int(r.json()["skipped"])
 
-            start = time.perf_counter()
-            with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-                lines = sum(pool.map(post, units))
-            elapsed = time.perf_counter() - start
-        finally:
+def over_http(units: list[bytes], clients: int, db: str, replicas: int = 1) -> float:
+    started = [_replica(db) for _ in range(replicas)]
+    urls = [url for _, url in started]
+    try:
+
+        def post(job: tuple[int, bytes]) -> int:
+            n, body = job
+            with httpx.Client(timeout=60) as c:
+                r = c.post(
+                    f"{urls[n % len(urls)]}/v1/events",
+                    content=body,
+                    headers={"content-type": "application/x-ndjson"},
+                )
+                r.raise_for_status()
+                return int(r.json()["accepted"]) + int(r.json()["skipped"])
+
+        start = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            lines = sum(pool.map(post, enumerate(units)))
+        elapsed = time.perf_counter() - start
+    finally:
+        for proc, _ in started:
             proc.terminate()
+        for proc, _ in started:
             proc.wait(timeout=30)
     return lines / elapsed
 
@@ -103,16 +106,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bodies", type=int, default=60)
     ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument(
+        "--replicas", type=int, default=0, help="also N replicas on PostgreSQL (0: skip)"
+    )
     args = ap.parse_args()
     units = bodies(args.bodies)
     floor = in_process(units)
-    http = over_http(units, args.clients)
+    with tempfile.TemporaryDirectory() as tmp:
+        http = over_http(units, args.clients, f"sqlite:///{tmp}/http.db")
     print(f"{args.bodies} bodies of {LINES_PER_BODY} lines, {args.clients} clients")
     print(f"in-process ingest (floor)   : {floor:12,.0f} lines/s")
     print(
         f"HTTP ingest (sidewatch serve): {http:12,.0f} lines/s  ratio {http / floor:.2f}  "
         f"(target >= 100,000 lines/s: {'ok' if http >= 100_000 else 'BELOW TARGET'})"
     )
+    if args.replicas:
+        with pg_database() as db:
+            pg = over_http(units, max(args.clients, args.replicas), db, args.replicas)
+        print(
+            f"HTTP ingest, {args.replicas} replicas on PostgreSQL: {pg:12,.0f} lines/s  "
+            f"beside 1 replica on SQLite: ratio {pg / http:.2f}"
+        )
 
 
 if __name__ == "__main__":

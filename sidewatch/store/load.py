@@ -27,7 +27,6 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
-from sidewatch.store.auditstate import driver_sql
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -46,11 +45,18 @@ def _select(conn: Connection, table: str, fact: type, where: str, ids: list[str]
     if not where:
         yield from conn.exec_driver_sql(f"SELECT {_cols(fact)} FROM {table}")  # noqa: S608
         return
+    if conn.dialect.name == "postgresql":
+        # One array parameter: the same statement every time, prepared once by the server,
+        # where an IN list of 500 placeholders is parsed again by the driver at every call.
+        sql = f"SELECT {_cols(fact)} FROM {table} WHERE {where} = ANY(%s)"  # noqa: S608
+        for k in range(0, len(ids), CHUNK):
+            yield from conn.exec_driver_sql(sql, (ids[k : k + CHUNK],))
+        return
     for k in range(0, len(ids), CHUNK):
         part = ids[k : k + CHUNK]
         marks = ", ".join("?" for _ in part)
         sql = f"SELECT {_cols(fact)} FROM {table} WHERE {where} IN ({marks})"  # noqa: S608
-        yield from conn.exec_driver_sql(driver_sql(conn, sql), tuple(part))
+        yield from conn.exec_driver_sql(sql, tuple(part))
 
 
 def _grouped(rows: Iterator[Any], key: int, build: Callable[[Any], Any]) -> dict[str, list[Any]]:
