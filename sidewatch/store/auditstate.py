@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from operator import attrgetter
+from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -73,15 +74,30 @@ _TRANSITION_COLS = tuple(f.name for f in fields(StoredTransition))
 _STATE_ROW = attrgetter(*_STATE_COLS)
 _TRANSITION_ROW = attrgetter(*_TRANSITION_COLS)
 # Column names come from our own dataclasses, never from input.
-_UPSERT_STATE = (
-    f"INSERT INTO wait_state ({', '.join(_STATE_COLS)}) "  # noqa: S608
-    f"VALUES ({', '.join('?' for _ in _STATE_COLS)}) ON CONFLICT (request_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _STATE_COLS if c != "request_id")
+_UPSERT_STATE = "ON CONFLICT (request_id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _STATE_COLS if c != "request_id"
 )
-_INSERT_TRANSITION = (
-    f"INSERT INTO transition ({', '.join(_TRANSITION_COLS)}) "  # noqa: S608
-    f"VALUES ({', '.join('?' for _ in _TRANSITION_COLS)})"
-)
+_FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
+
+
+def bulk_insert(
+    conn: Connection,
+    table: str,
+    cols: Sequence[str],
+    rows: Sequence[tuple[Any, ...]],
+    tail: str = "",
+) -> None:
+    """Insert `rows` (then `tail`, e.g. ON CONFLICT) with the driver's executemany (psycopg
+    pipelines it; column arrays through unnest measured 2.5 times slower: text arrays are
+    escaped in Python). Table and column names are our own, never input."""
+    if not rows:
+        return
+    names = ", ".join(cols)
+    marks = ", ".join("?" for _ in cols)
+    sql = f"INSERT INTO {table} ({names}) VALUES ({marks}) {tail}"  # noqa: S608
+    conn.exec_driver_sql(driver_sql(conn, sql), list(rows))
+
+
 # A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
 MARK_DIRTY = (
     "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
@@ -154,32 +170,31 @@ class AuditState:
             with self.engine.begin() as conn:
                 if fence is not None:
                     fence(conn)
-                # Straight to the driver's executemany: a full audit writes a row per wait.
-                if states:
-                    conn.exec_driver_sql(
-                        driver_sql(conn, _UPSERT_STATE), [_STATE_ROW(x) for x in states]
-                    )
-                if transitions:
-                    conn.exec_driver_sql(
-                        driver_sql(conn, _INSERT_TRANSITION),
-                        [_TRANSITION_ROW(t) for t in transitions],
-                    )
-                if findings:
-                    conn.exec_driver_sql(
-                        driver_sql(conn, _INSERT_FINDING),
-                        [
-                            (
-                                f.rule,
-                                f.at,
-                                f.seq,
-                                f.thread_id,
-                                f.run_id,
-                                f.interrupt_id,
-                                finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id),
-                            )
-                            for f in findings
-                        ],
-                    )
+                # Straight to the driver: a full audit writes a row per wait.
+                bulk_insert(
+                    conn, "wait_state", _STATE_COLS, [_STATE_ROW(x) for x in states], _UPSERT_STATE
+                )
+                bulk_insert(
+                    conn, "transition", _TRANSITION_COLS, [_TRANSITION_ROW(t) for t in transitions]
+                )
+                bulk_insert(
+                    conn,
+                    "finding",
+                    _FINDING_COLS,
+                    [
+                        (
+                            f.rule,
+                            f.at,
+                            f.seq,
+                            f.thread_id,
+                            f.run_id,
+                            f.interrupt_id,
+                            finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id),
+                        )
+                        for f in findings
+                    ],
+                    "ON CONFLICT (key) DO NOTHING",
+                )
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
         except OperationalError as e:
@@ -299,12 +314,6 @@ def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str |
     """A finding's natural key: the same finding noticed again (at ingest, or by the auditor
     from the verdict) is one row."""
     return hashlib.sha256(f"{rule}\0{thread}\0{run}\0{interrupt}".encode()).hexdigest()[:32]
-
-
-_INSERT_FINDING = (
-    "INSERT INTO finding (rule, at, seq, thread_id, run_id, interrupt_id, key) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
-)
 
 
 def _totals(conn: Connection) -> Totals:
