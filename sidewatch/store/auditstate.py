@@ -69,13 +69,13 @@ class Totals:
     findings: Counter[str]  # rule -> findings
 
 
-_STATE_COLS = tuple(f.name for f in fields(StoredState))
-_TRANSITION_COLS = tuple(f.name for f in fields(StoredTransition))
-_STATE_ROW = attrgetter(*_STATE_COLS)
-_TRANSITION_ROW = attrgetter(*_TRANSITION_COLS)
+STATE_COLS = tuple(f.name for f in fields(StoredState))
+TRANSITION_COLS = tuple(f.name for f in fields(StoredTransition))
+_STATE_ROW = attrgetter(*STATE_COLS)
+_TRANSITION_ROW = attrgetter(*TRANSITION_COLS)
 # Column names come from our own dataclasses, never from input.
-_UPSERT_STATE = "ON CONFLICT (request_id) DO UPDATE SET " + ", ".join(
-    f"{c} = excluded.{c}" for c in _STATE_COLS if c != "request_id"
+UPSERT_STATE = "ON CONFLICT (request_id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in STATE_COLS if c != "request_id"
 )
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
@@ -151,7 +151,7 @@ class AuditState:
             for k in range(0, len(ids), 500):
                 query = select(table).where(table.c.thread_id.in_(ids[k : k + 500]))
                 for r in conn.execute(query):
-                    s = StoredState(*(r._mapping[c] for c in _STATE_COLS))
+                    s = StoredState(*(r._mapping[c] for c in STATE_COLS))
                     out[s.request_id] = s
         return out
 
@@ -172,10 +172,10 @@ class AuditState:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
                 bulk_insert(
-                    conn, "wait_state", _STATE_COLS, [_STATE_ROW(x) for x in states], _UPSERT_STATE
+                    conn, "wait_state", STATE_COLS, [_STATE_ROW(x) for x in states], UPSERT_STATE
                 )
                 bulk_insert(
-                    conn, "transition", _TRANSITION_COLS, [_TRANSITION_ROW(t) for t in transitions]
+                    conn, "transition", TRANSITION_COLS, [_TRANSITION_ROW(t) for t in transitions]
                 )
                 bulk_insert(
                     conn,
@@ -305,7 +305,7 @@ class AuditState:
         query = select(table).where(table.c.request_id == request_id).order_by(table.c.id)
         with self._conn() as c:
             return [
-                StoredTransition(*(r._mapping[k] for k in _TRANSITION_COLS))
+                StoredTransition(*(r._mapping[k] for k in TRANSITION_COLS))
                 for r in c.execute(query)
             ]
 
