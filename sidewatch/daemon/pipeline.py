@@ -28,6 +28,7 @@ class IngestSummary:
     skipped: int
     rejects: tuple[Reject, ...]
     kinds: dict[str, int]
+    duplicate: bool = False  # its key was already stored: nothing was stored again
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +56,20 @@ def ingest_unit(
     media_type: str | None = None,
     max_lines: int | None = None,
     max_line_bytes: int | None = None,
+    key: str | None = None,
 ) -> IngestSummary:
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
-    A unit over `max_lines` is refused whole (TooLarge), before anything is stored."""
+    A unit over `max_lines` is refused whole (TooLarge), before anything is stored. A unit
+    whose `key` is already stored is a duplicate: nothing is stored again."""
     framed = frame(body, media_type)
     if not framed.items and not any(line.strip() for line in framed.lines):
         raise InputError("the body holds no line to ingest")
     count = len(framed.lines) + len(framed.items)
     if max_lines is not None and count > max_lines:
         raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
-    with store.unit(source, received_at) as writer:
+    with store.unit(source, received_at, key) as writer:
+        if writer is None:
+            return IngestSummary(source, 0, 0, (), {}, duplicate=True)
         res = Interpreter(received_at, writer.seq_base, protect, max_line_bytes).read(framed)
         writer.write(
             res.facts,

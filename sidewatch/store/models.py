@@ -30,6 +30,9 @@ class Unit(SQLModel, table=True):
     accepted: int = 0
     skipped: int = 0
     rejected: int = 0
+    # The source's own identity of the unit (a JetStream stream and sequence), when it has
+    # one: a unit delivered again after it was committed is recognised and not stored twice.
+    key: str | None = Field(default=None, max_length=192, unique=True, index=True)
 
 
 class LineCount(SQLModel, table=True):

@@ -11,6 +11,8 @@ from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, func, insert, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import (
@@ -178,21 +180,40 @@ def _insert_sql(conn: Connection, kind: type) -> str:
     return _SQL[key]
 
 
+def _insert_unit(conn: Connection, source: str, received_at: int, key: str | None) -> int | None:
+    """The new unit's id, or None when a unit with `key` is already stored."""
+    unit = table_of(Unit)
+    if key is None:
+        pk = conn.execute(
+            insert(unit).values(source=source, received_at=received_at)
+        ).inserted_primary_key
+        assert pk is not None
+        return int(pk[0])
+    upsert = sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
+    row = conn.execute(
+        upsert(unit)
+        .values(source=source, received_at=received_at, key=key)
+        .on_conflict_do_nothing(index_elements=["key"])
+        .returning(unit.c.id)
+    ).one_or_none()
+    return None if row is None else int(row[0])
+
+
 class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     @contextmanager
-    def unit(self, source: str, received_at: int) -> Iterator[UnitWriter]:
-        """A unit is stored whole or not at all: one transaction from its row to its facts."""
+    def unit(
+        self, source: str, received_at: int, key: str | None = None
+    ) -> Iterator[UnitWriter | None]:
+        """A unit is stored whole or not at all: one transaction from its row to its facts.
+        With a `key` already stored (a unit delivered again) it yields None and stores nothing;
+        a concurrent writer of the same key waits for the first one's commit, then sees it."""
         try:
             with self.engine.begin() as conn:
-                key = conn.execute(
-                    insert(table_of(Unit)).values(source=source[:512], received_at=received_at)
-                ).inserted_primary_key
-                assert key is not None
-                unit_id = key[0]
-                yield UnitWriter(conn, int(unit_id))
+                unit_id = _insert_unit(conn, source[:512], received_at, key)
+                yield None if unit_id is None else UnitWriter(conn, unit_id)
         except OperationalError as e:
             raise StoreError(f"store unavailable, nothing of {source} was stored: {e.orig}") from e
         except SQLAlchemyError as e:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
 from sidewatch.config import Config
@@ -93,6 +93,24 @@ def test_re_delivered_facts_are_upserts_that_change_nothing(db_url: str) -> None
 
     assert before == after
     assert 6 == after["interrupt"]
+
+
+def test_a_unit_whose_key_is_stored_is_a_duplicate_and_stores_nothing_again(
+    db_url: str,
+) -> None:
+    engine = open_store(db_url)
+    store = Store(engine)
+    protect = ref_protector(engine, Config())
+    first = ingest_unit(store, "nats:S", FIXTURE.read_bytes(), AT, protect, key="nats:S:1:7")
+    again = ingest_unit(store, "nats:S", FIXTURE.read_bytes(), AT + 9, protect, key="nats:S:1:7")
+    other = ingest_unit(store, "nats:S", FIXTURE.read_bytes(), AT + 9, protect, key="nats:S:1:8")
+    with engine.connect() as conn:
+        units = conn.execute(text("SELECT key, accepted FROM unit ORDER BY id")).all()
+    engine.dispose()
+
+    assert (False, True, False) == (first.duplicate, again.duplicate, other.duplicate)
+    assert (0, {}) == (again.accepted, again.kinds)
+    assert [("nats:S:1:7", 50), ("nats:S:1:8", 50)] == [tuple(u) for u in units]
 
 
 def test_a_unit_that_fails_midway_stores_nothing(db_url: str) -> None:
