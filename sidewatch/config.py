@@ -28,6 +28,8 @@ ENV_TOKENS = {"SIDEWATCH_INGEST_TOKEN": "ingest", "SIDEWATCH_READ_TOKEN": "read"
 DEFAULT_ROLE_PREFIXES = ("role:", "policy:", "group:", "team:", "queue:", "service:")
 ENV_DB_URL = "SIDEWATCH_DB_URL"
 ENV_REF_KEY = "SIDEWATCH_APPROVER_REF_KEY"
+ENV_NATS_URL = "SIDEWATCH_NATS_URL"
+NATS_SCHEMES = ("nats://", "tls://", "ws://", "wss://")
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
 
@@ -39,6 +41,19 @@ class Token:
     name: str
     secret: str = field(repr=False)
     scopes: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class NatsSource:
+    """A NATS JetStream stream to ingest from, through a durable pull consumer."""
+
+    url: str = field(repr=False)  # may hold credentials (nats://user:password@host:4222)
+    stream: str
+    durable: str = "sidewatch"
+    subject: str | None = None  # the consumer's filter; None: every subject of the stream
+    batch: int = 64
+    ack_wait_ms: int = 60_000
+    retry_delay_ms: int = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +78,7 @@ class Config:
     report_directory: str = "./reports"
     report_formats: tuple[str, ...] = REPORT_FORMATS
     report_retention_ms: int = 30 * 86_400_000
+    nats: NatsSource | None = None  # None: no JetStream ingest (the default)
 
 
 def parse_duration(value: Any) -> int:
@@ -83,7 +99,16 @@ def parse_duration(value: Any) -> int:
     raise ValueError(f"{value!r} is not a duration such as 30s, 5m or 1h")
 
 
-_TOP_KEYS = {"store", "policies", "privacy", "server", "auditor", "alertmanager", "reports"}
+_TOP_KEYS = {
+    "store",
+    "policies",
+    "privacy",
+    "server",
+    "auditor",
+    "alertmanager",
+    "reports",
+    "nats",
+}
 _POLICY_KEYS = {
     "name",
     "match",
@@ -114,7 +139,7 @@ def load_config(
     fields: dict[str, Any] = {**_store(data, env, problems), **_privacy(data, env, problems)}
     fields["policies"] = _policies(data.get("policies"), problems)
     fields.update(_server(data, env, problems, files or {}))
-    for reader in (_auditor, _alertmanager, _reports):
+    for reader in (_auditor, _alertmanager, _reports, _nats):
         fields.update(reader(data, env, problems))
     if problems:
         raise ConfigError(problems, source)
@@ -231,6 +256,52 @@ def _reports(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
         "report_directory": directory,
         "report_formats": tuple(formats),
         "report_retention_ms": _dur(reports, "retention", 30 * 86_400_000, "reports", problems),
+    }
+
+
+_NATS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_NATS_KEYS = {"url", "stream", "subject", "durable", "batch", "ackWait", "retryDelay"}
+
+
+def _nats(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
+    nats = _section(data, "nats", problems)
+    _keys(nats, "nats", _NATS_KEYS, problems)
+    url = env.get(ENV_NATS_URL) or nats.get("url")
+    if url is None:
+        if nats:
+            problems.append("nats.url: required to ingest from JetStream (or remove the section)")
+        return {"nats": None}
+    n = len(problems)
+    if not isinstance(url, str) or not url.startswith(NATS_SCHEMES):
+        # Never the value itself: the URL may hold a password.
+        problems.append("nats.url: must be a URL such as nats://127.0.0.1:4222")
+    names = {}
+    for key, default, rule in (
+        ("stream", None, "required, the name of an existing stream"),
+        ("durable", "sidewatch", "the durable consumer's name"),
+    ):
+        name = nats.get(key, default)
+        if not isinstance(name, str) or not _NATS_NAME.match(name):
+            problems.append(f"nats.{key}: {rule}: 1 to 128 letters, digits, _ or -")
+        names[key] = name
+    subject = nats.get("subject")
+    if subject is not None and (
+        not isinstance(subject, str) or not subject or any(c.isspace() for c in subject)
+    ):
+        problems.append("nats.subject: must be a subject such as agui.> (no spaces), or unset")
+    batch = nats.get("batch", 64)
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000:
+        problems.append("nats.batch: must be a whole number of messages from 1 to 1000")
+    ack_wait = _dur(nats, "ackWait", 60_000, "nats", problems)
+    if ack_wait < 1000:
+        problems.append("nats.ackWait: must be at least 1s")
+    retry = _dur(nats, "retryDelay", 5_000, "nats", problems)
+    if retry < 100:
+        problems.append("nats.retryDelay: must be at least 100ms")
+    if len(problems) > n:
+        return {"nats": None}
+    return {
+        "nats": NatsSource(url, names["stream"], names["durable"], subject, batch, ack_wait, retry)
     }
 
 

@@ -10,6 +10,7 @@ import yaml
 from sidewatch.config import (
     DEFAULT_DB_URL,
     Config,
+    NatsSource,
     load_config,
     parse_duration,
     read_token_files,
@@ -62,6 +63,72 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
         prod.require_acknowledgement,
         prod.receipt,
         prod.tools,
+    )
+
+
+def test_the_example_nats_section_uncommented_gives_its_defaults() -> None:
+    lines = EXAMPLE.read_text().splitlines()
+    start = lines.index("# nats:")
+    block = "\n".join(
+        line.removeprefix("# ")
+        for line in lines[start : lines.index("", start)]
+        if not line.startswith("#   #")
+    )
+
+    cfg = load_config(yaml.safe_load(block), {})
+
+    assert NatsSource("nats://127.0.0.1:4222", "SIDEWATCH", subject="agui.>") == cfg.nats
+    assert (None, "sidewatch", 64, 60_000, 5_000) == (
+        load_config(None, {}).nats,
+        *(getattr(cfg.nats, k) for k in ("durable", "batch", "ack_wait_ms", "retry_delay_ms")),
+    )
+
+
+def test_the_nats_url_can_come_from_the_environment_and_is_never_shown() -> None:
+    url = "nats://sidewatch:s3cret-pass@nats.internal:4222"
+
+    cfg = load_config({"nats": {"stream": "AGUI"}}, {"SIDEWATCH_NATS_URL": url})
+
+    assert cfg.nats is not None
+    assert (url, "AGUI") == (cfg.nats.url, cfg.nats.stream)
+    assert "s3cret" not in repr(cfg)
+
+
+def test_every_nats_problem_is_reported_at_once() -> None:
+    data = {
+        "nats": {
+            "url": "http://user:pw@host:4222",
+            "stream": "a.b",
+            "durable": "",
+            "subject": "agui >",
+            "batch": 0,
+            "ackWait": "10ms",
+            "retryDelay": "soon",
+            "queue": "x",
+        }
+    }
+
+    with pytest.raises(ConfigError) as err:
+        load_config(data, {})
+
+    assert [
+        "nats.queue: unknown key",
+        "nats.url: must be a URL such as nats://127.0.0.1:4222",
+        "nats.stream: required, the name of an existing stream: 1 to 128 letters, digits, _ or -",
+        "nats.durable: the durable consumer's name: 1 to 128 letters, digits, _ or -",
+        "nats.subject: must be a subject such as agui.> (no spaces), or unset",
+        "nats.batch: must be a whole number of messages from 1 to 1000",
+        "nats.ackWait: must be at least 1s",
+        "nats.retryDelay: 'soon' is not a duration such as 30s, 5m or 1h",
+    ] == err.value.problems
+
+
+def test_a_nats_section_without_a_url_is_a_problem() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"nats": {"stream": "AGUI"}}, {})
+
+    assert ["nats.url: required to ingest from JetStream (or remove the section)"] == (
+        err.value.problems
     )
 
 
