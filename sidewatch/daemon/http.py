@@ -118,34 +118,37 @@ async def _read_body(request: Request, limit: int) -> bytes | Response:
     return b"".join(chunks)
 
 
+def media_and_encoding(
+    content_type: str | None, content_encoding: str | None
+) -> tuple[str | None, str] | str:
+    """The unit's media type (None: sniffed) and encoding from its headers, or why they are
+    not supported (HTTP's 415)."""
+    media = (content_type or "").split(";")[0].strip().lower() or None
+    if media is not None and media not in MEDIA_TYPES:
+        return (
+            f"unsupported media type {media!r}; send application/x-ndjson, "
+            "application/json or text/event-stream"
+        )
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        return f"unsupported content encoding {encoding!r}; send gzip or none"
+    return (None if media == "text/plain" else media), encoding
+
+
 @_authorized("ingest")
 async def post_events(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower() or None
-    if media is not None and media not in MEDIA_TYPES:
-        return _error(
-            415,
-            f"unsupported media type {media!r}; send application/x-ndjson, "
-            "application/json or text/event-stream",
-        )
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("identity", "gzip"):
-        return _error(415, f"unsupported content encoding {encoding!r}; send gzip or none")
+    headers = request.headers
+    decoded = media_and_encoding(headers.get("content-type"), headers.get("content-encoding"))
+    if isinstance(decoded, str):
+        return _error(415, decoded)
+    media, encoding = decoded
     body = await _read_body(request, app.config.max_body_bytes)
     if isinstance(body, Response):
         return body
-    try:
-        if encoding == "gzip" or body[:2] == b"\x1f\x8b":
-            body = gunzip(body, app.config.max_inflated_bytes)
-    except TooLarge as e:
-        return _error(413, str(e))
-    except InputError as e:
-        return _error(400, str(e))
-    if media == "text/plain":
-        media = None
     source = f"http:{request.client.host if request.client else '?'}"
     try:
-        summary = await run_in_threadpool(_ingest, app, source, body, media)
+        summary = await run_in_threadpool(ingest, app, source, body, media, encoding)
     except TooLarge as e:
         return _error(413, str(e))
     except InputError as e:
@@ -166,22 +169,41 @@ async def post_events(request: Request) -> Response:
     )
 
 
-def _ingest_unit(
-    app: AppState, source: str, body: bytes, now: int, media: str | None
+def ingest(
+    app: AppState,
+    source: str,
+    body: bytes,
+    media: str | None,
+    encoding: str = "identity",
+    received_at: int | None = None,
+    key: str | None = None,
 ) -> IngestSummary:
+    """The one ingest path of HTTP and JetStream (blocking; run it in a worker thread): undo
+    gzip, interpret, commit the unit, count its lines. Raises InputError (unreadable),
+    TooLarge, or StoreError (nothing stored)."""
     cfg = app.config
-    return ingest_unit(
-        app.store, source, body, now, app.protect, media, cfg.max_lines_per_unit, cfg.max_line_bytes
-    )
+    if encoding == "gzip" or body[:2] == b"\x1f\x8b":
+        body = gunzip(body, cfg.max_inflated_bytes)
+    now = int(time.time() * 1000) if received_at is None else received_at
 
+    def unit() -> IngestSummary:
+        return ingest_unit(
+            app.store,
+            source,
+            body,
+            now,
+            app.protect,
+            media,
+            cfg.max_lines_per_unit,
+            cfg.max_line_bytes,
+            key,
+        )
 
-def _ingest(app: AppState, source: str, body: bytes, media: str | None) -> IngestSummary:
-    now = int(time.time() * 1000)
     if app.store.engine.dialect.name == "sqlite":
         with app.write_lock:
-            summary = _ingest_unit(app, source, body, now, media)
+            summary = unit()
     else:
-        summary = _ingest_unit(app, source, body, now, media)
+        summary = unit()
     app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
     return summary
 
