@@ -60,7 +60,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[test,postgres]'
+	$(PY) -m pip install -q -e '.[test,postgres,nats]'
 	touch $@ $(VENV)/.installed
 
 # promtool (and a real Prometheus) from Debian's package, unpacked without starting a service.

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import uvicorn
@@ -41,6 +41,9 @@ from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
+
+if TYPE_CHECKING:
+    from sidewatch.daemon.jetstream import JetStreamIngest
 
 log = logging.getLogger("sidewatch")
 
@@ -140,6 +143,7 @@ class Daemon:
             registry,
             lease_held=lambda: self.lease.held,
         )
+        self.jetstream = _jetstream(self.state)
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         self._tick: asyncio.Future[Any] | None = None
         self._scheduler: AsyncIOScheduler | None = None
@@ -261,6 +265,8 @@ class Daemon:
                 id="report",
             )
         scheduler.start()
+        if self.jetstream is not None:
+            self.jetstream.start()
         log.info(
             "sidewatch %s serving on %s, store %s, audit every %ss",
             __version__,
@@ -271,6 +277,8 @@ class Daemon:
         try:
             yield
         finally:
+            if self.jetstream is not None:  # its last batch commits and is acknowledged first
+                await self.jetstream.stop()
             scheduler.shutdown(wait=False)
             if self._tick is not None:
                 log.info("waiting for the running audit tick to finish")
@@ -280,6 +288,20 @@ class Daemon:
             if self.tracer_provider is not None:
                 self.tracer_provider.shutdown()  # flushes the last spans
             log.info("store closed; bye")
+
+
+def _jetstream(state: AppState) -> JetStreamIngest | None:
+    """The JetStream consumer (started with the app) when `nats` is configured."""
+    if state.config.nats is None:
+        return None
+    try:
+        from sidewatch.daemon.jetstream import JetStreamIngest  # noqa: PLC0415 - optional extra
+    except ImportError as e:
+        raise SidewatchError(
+            f"nats is configured but its client is not installed ({e}): "
+            "pip install 'sidewatch[nats]'"
+        ) from e
+    return JetStreamIngest(state, state.config.nats)
 
 
 def serve(config: Config) -> None:

@@ -1,0 +1,223 @@
+"""NATS JetStream ingest: a durable pull consumer whose every message is one ingest unit,
+acknowledged only after the unit's transaction committed, so a tee can publish while sidewatch
+is down. The message's stream sequence is the unit's key: a message delivered again after its
+commit (a crash before the ack reached the server) is acknowledged again, never stored twice."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+import nats
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from starlette.concurrency import run_in_threadpool
+
+from sidewatch.config import NatsSource
+from sidewatch.daemon.http import AppState, ingest, media_and_encoding
+from sidewatch.errors import InputError, StoreError, TooLarge
+
+log = logging.getLogger("sidewatch.nats")
+
+FETCH_WAIT_S = 2.0  # one pull request's life: also how long a stop may wait for it
+STOP_WAIT_S = 15.0  # a stop waits this long for the running batch, then cancels it
+MAX_BACKOFF_S = 30.0
+
+
+class Outcome(StrEnum):
+    STORED = "stored"  # committed: ack
+    DUPLICATE = "duplicate"  # committed by an earlier delivery: ack again
+    UNREADABLE = "unreadable"  # can never be read: terminate (no redelivery), logged
+    RETRY = "retry"  # the store is unavailable and nothing was stored: nak, redelivered later
+
+
+def handle(
+    app: AppState,
+    source: str,
+    body: bytes,
+    headers: Mapping[str, str] | None,
+    received_at: int,
+    key: str,
+) -> Outcome:
+    """One message through the HTTP ingest path (blocking; run it in a worker thread). What
+    HTTP answers with 400, 413 or 415 is UNREADABLE here; its 503 is RETRY."""
+    head = {k.lower(): v for k, v in (headers or {}).items()}
+    decoded = media_and_encoding(head.get("content-type"), head.get("content-encoding"))
+    limit = app.config.max_body_bytes
+    try:
+        if isinstance(decoded, str):
+            raise InputError(decoded)
+        if len(body) > limit:
+            raise TooLarge(f"message of {len(body)} bytes is over the limit of {limit}")
+        summary = ingest(app, source, body, *decoded, received_at=received_at, key=key)
+    except (InputError, TooLarge) as e:
+        # The reason names the problem (a line number, a size), never the content.
+        log.warning("JetStream message %s terminated, it cannot be read: %s", key, e)
+        return Outcome.UNREADABLE
+    except StoreError as e:
+        log.warning("JetStream message %s not acknowledged, to be delivered again: %s", key, e)
+        return Outcome.RETRY
+    return Outcome.DUPLICATE if summary.duplicate else Outcome.STORED
+
+
+def unit_key(stream: str, created: datetime | None, sequence: int) -> str:
+    """A message's identity as a unit key. The stream's creation time tells a re-created
+    stream (sequences from 1 again) from the one whose messages are already stored."""
+    epoch = created.strftime("%Y%m%dT%H%M%S%f") if created else "0"
+    return f"nats:{stream}:{epoch}:{sequence}"
+
+
+def server_of(url: str) -> str:
+    """host:port of a NATS URL, for messages (the URL itself may hold a password)."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 4222}"
+
+
+class JetStreamIngest:
+    """The consumer's background task: connects (and reconnects) to NATS, makes sure the
+    durable consumer exists, and feeds each fetched message to `handle`."""
+
+    def __init__(self, app: AppState, source: NatsSource) -> None:
+        self.app = app
+        self.source = source
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._consuming = False  # bound to the consumer: a stop lets the batch finish
+        self._reported = False  # a connection error was logged since the last (re)connect
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="sidewatch-jetstream")
+
+    async def stop(self) -> None:
+        """Let the running fetch expire and the running batch finish (its unprocessed messages
+        are nak'ed for immediate redelivery), then close the connection, flushing the acks."""
+        self._stopping.set()
+        if self._task is None:
+            return
+        if not self._consuming:  # connecting or backing off: nothing in hand to finish
+            self._task.cancel()
+        done, _ = await asyncio.wait({self._task}, timeout=STOP_WAIT_S)
+        if not done:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake up at once when asked to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _run(self) -> None:
+        backoff = 1.0
+        while not self._stopping.is_set():
+            try:
+                await self._session()
+                backoff = 1.0
+            except Exception as e:  # never fatal: NATS down, stream missing, consumer deleted
+                log.warning(
+                    "JetStream ingest from %s paused: %s; retrying in %.0fs",
+                    server_of(self.source.url),
+                    e if isinstance(e, LookupError) else f"{type(e).__name__}: {e}",
+                    backoff,
+                )
+                await self._pause(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _session(self) -> None:
+        src = self.source
+        server = server_of(src.url)
+
+        async def on_error(e: Exception) -> None:
+            if not self._reported:  # once an outage, not at every reconnect attempt
+                self._reported = True
+                log.warning("NATS %s: %s: %s; retrying", server, type(e).__name__, e)
+
+        async def on_disconnected() -> None:
+            if not closing:  # not our own close at the end of a session
+                log.warning("NATS %s disconnected; reconnecting", server)
+
+        async def on_reconnected() -> None:
+            self._reported = False
+            log.info("NATS %s reconnected", server)
+
+        closing = False
+        # The client retries the first connection and every reconnection by itself, forever.
+        nc = await nats.connect(
+            src.url,
+            name="sidewatch",
+            connect_timeout=5,
+            reconnect_time_wait=2,
+            max_reconnect_attempts=-1,
+            error_cb=on_error,
+            disconnected_cb=on_disconnected,
+            reconnected_cb=on_reconnected,
+        )
+        self._reported = False
+        try:
+            js = nc.jetstream()
+            try:
+                created = (await js.stream_info(src.stream)).created
+            except nats.js.errors.NotFoundError:
+                raise LookupError(
+                    f"stream {src.stream} does not exist: create it (sidewatch creates its "
+                    "durable consumer, never the stream)"
+                ) from None
+            await js.add_consumer(
+                src.stream,
+                ConsumerConfig(
+                    durable_name=src.durable,
+                    ack_policy=AckPolicy.EXPLICIT,
+                    deliver_policy=DeliverPolicy.ALL,
+                    ack_wait=src.ack_wait_ms / 1000,
+                    max_deliver=-1,
+                    filter_subject=src.subject,
+                ),
+            )
+            sub = await js.pull_subscribe_bind(durable=src.durable, stream=src.stream)
+            log.info(
+                "ingesting from JetStream: stream %s on %s, durable consumer %s",
+                src.stream,
+                server,
+                src.durable,
+            )
+            self._consuming = True
+            while not self._stopping.is_set():
+                try:
+                    msgs = await sub.fetch(src.batch, timeout=FETCH_WAIT_S)
+                except nats.errors.TimeoutError:
+                    continue  # nothing new (or reconnecting: the client retries by itself)
+                await self._batch(msgs, created)
+        finally:
+            self._consuming = False
+            closing = True
+            with contextlib.suppress(Exception):
+                await nc.close()  # flushes the acks not yet written
+
+    async def _batch(self, msgs: list[Msg], created: datetime | None) -> None:
+        src = self.source
+        for n, msg in enumerate(msgs):
+            if self._stopping.is_set():
+                for rest in msgs[n:]:
+                    await rest.nak()  # redelivered at once, to the next consumer
+                return
+            meta = msg.metadata
+            key = unit_key(src.stream, created, meta.sequence.stream)
+            # The time the stream stored the message stands in for missing event timestamps:
+            # a backlog published while sidewatch was down keeps its own times.
+            received_at = int(meta.timestamp.timestamp() * 1000)
+            outcome = await run_in_threadpool(
+                handle, self.app, f"nats:{src.stream}", msg.data, msg.headers, received_at, key
+            )
+            if outcome is Outcome.RETRY:
+                for rest in msgs[n:]:
+                    await rest.nak(delay=src.retry_delay_ms / 1000)
+                await self._pause(src.retry_delay_ms / 1000)
+                return
+            if outcome is Outcome.UNREADABLE:
+                await msg.term()
+            else:
+                await msg.ack()
