@@ -61,6 +61,7 @@ def populate(url: str, n: int) -> None:
     per_unit = 50_000
     for base in range(0, n, per_unit):
         with store.unit(f"generated-{base}", NOW) as w:
+            assert w is not None  # no key: every unit is new
             facts: list[object] = []
             for k in range(base, min(n, base + per_unit)):
                 t, r, at = f"thread-{k:07d}", f"run-{k:07d}", NOW - 60_000 - (k % 3_600) * 1000
