@@ -37,12 +37,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(tmp: Path, db: Path, interval: str = "1s", extra: str = "") -> Server:
+def _start(tmp: Path, db: Path, interval: str = "1s", extra: str = "", server: str = "") -> Server:
+    """`sidewatch serve` on a free port; `server` adds keys to the server section."""
     port = _free_port()
     cfg = tmp / "sidewatch.yaml"
     cfg.write_text(
         f"store: {{url: 'sqlite:///{db}'}}\n"
-        f"server: {{listen: '127.0.0.1:{port}', maxBodyBytes: 65536}}\n"
+        f"server: {{listen: '127.0.0.1:{port}', maxBodyBytes: 65536{server}}}\n"
         f"auditor: {{interval: {interval}}}\n" + extra
     )
     log = tmp / f"serve-{port}.log"
