@@ -14,7 +14,7 @@ CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-firs
 	--disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
 EXAMPLE := reports/sidewatch-report-example
 
-.PHONY: run demo test lint typecheck unit bench clean
+.PHONY: run demo test lint typecheck unit bench soak clean
 
 run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127.0.0.1:9477)
 	$(BIN)/sidewatch serve
@@ -39,6 +39,9 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/http_ingest.py
 	$(PY) bench/audit.py
 	$(PY) bench/report.py
+
+soak: $(VENV)/.installed-test ## ten minutes of mixed load with faults: counts agree, memory flat
+	$(PY) bench/soak.py
 
 .PHONY: report-screenshot
 report-screenshot: $(VENV)/.installed $(CHROMIUM) ## the reference report as HTML, and a screenshot of it

@@ -69,6 +69,7 @@ class Config:
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED
     max_lines_per_unit: int = 100_000
     max_line_bytes: int = 1024 * 1024
+    request_timeout_ms: int = 30_000  # the whole body must arrive within this, else 408
     audit_interval_ms: int = 30_000
     protect_metrics: bool = False  # /metrics needs a token with the read scope
     alertmanager_url: str | None = None  # None: no push (the default)
@@ -196,12 +197,16 @@ def _server(
         "protectMetrics",
         "maxLinesPerUnit",
         "maxLineBytes",
+        "requestTimeout",
     }
     _keys(server, "server", known, problems)
     listen = server.get("listen", DEFAULT_LISTEN)
     if not isinstance(listen, str) or not _LISTEN.match(listen):
         problems.append("server.listen: must be HOST:PORT, e.g. 127.0.0.1:9477")
         listen = DEFAULT_LISTEN
+    timeout = _dur(server, "requestTimeout", 30_000, "server", problems)
+    if timeout < 1000:
+        problems.append("server.requestTimeout: must be at least 1s")
     return {
         "listen": listen,
         "tokens": _tokens(server.get("tokens"), env, files, problems),
@@ -210,6 +215,7 @@ def _server(
         "max_inflated_bytes": _size(server, "maxInflatedBytes", DEFAULT_MAX_INFLATED, problems),
         "max_lines_per_unit": _lines(server, "maxLinesPerUnit", 100_000, problems),
         "max_line_bytes": _size(server, "maxLineBytes", 1024 * 1024, problems),
+        "request_timeout_ms": timeout,
     }
 
 

@@ -41,7 +41,15 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
         defaults.max_body_bytes,
         defaults.max_inflated_bytes,
         defaults.audit_interval_ms,
-    ) == (cfg.listen, cfg.tokens, cfg.max_body_bytes, cfg.max_inflated_bytes, cfg.audit_interval_ms)
+        defaults.request_timeout_ms,
+    ) == (
+        cfg.listen,
+        cfg.tokens,
+        cfg.max_body_bytes,
+        cfg.max_inflated_bytes,
+        cfg.audit_interval_ms,
+        cfg.request_timeout_ms,
+    )
     assert (
         defaults.report_schedule,
         defaults.report_window_ms,
@@ -139,6 +147,16 @@ def test_the_environment_overrides_the_store_url_and_the_ref_key() -> None:
     )
 
     assert ("postgresql+psycopg://db/sw", "k" * 20) == (cfg.db_url, cfg.approver_ref_key)
+
+
+def test_the_request_timeout_is_a_duration_of_at_least_a_second() -> None:
+    given = load_config({"server": {"requestTimeout": "2m"}}, {})
+
+    with pytest.raises(ConfigError) as err:
+        load_config({"server": {"requestTimeout": "500ms"}}, {})
+
+    assert 120_000 == given.request_timeout_ms
+    assert ["server.requestTimeout: must be at least 1s"] == err.value.problems
 
 
 def test_evidence_items_can_be_marked_ignored() -> None:

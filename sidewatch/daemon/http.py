@@ -4,6 +4,7 @@ the unit's transaction committed."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import threading
@@ -55,12 +56,14 @@ class AppState:
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        orjson.dumps(body), status_code=status, headers=headers, media_type="application/json"
+    )
 
 
-def _error(status: int, message: str) -> Response:
-    return _json({"error": message}, status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _json({"error": message}, status, headers)
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -104,17 +107,35 @@ def _authorized(scope: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
-async def _read_body(request: Request, limit: int) -> bytes | Response:
+# Refused before the whole body was read: the client may still be sending, so the connection
+# is closed once answered rather than kept to swallow the rest.
+_CLOSE = {"Connection": "close"}
+
+
+async def _read_body(request: Request, limit: int, timeout_ms: int) -> bytes | Response:
+    """The whole body, or the answer that refuses it: over `limit` bytes (413), or not all
+    there within `timeout_ms` (408: a stalled or trickling client holds no request for
+    longer). Only the reading is timed; a body that arrived is always committed."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
-        return _error(413, f"body of {length} bytes is over the limit of {limit}")
+        return _error(413, f"body of {length} bytes is over the limit of {limit}", _CLOSE)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return _error(413, f"body is over the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    return _error(413, f"body is over the limit of {limit} bytes", _CLOSE)
+                chunks.append(chunk)
+    except TimeoutError:
+        log.warning("request body not received in time (%d bytes in %d ms)", size, timeout_ms)
+        return _error(
+            408,
+            f"the body did not arrive within {timeout_ms / 1000:g}s "
+            f"(server.requestTimeout; {size} bytes received); nothing of it was stored",
+            _CLOSE,
+        )
     return b"".join(chunks)
 
 
@@ -143,7 +164,7 @@ async def post_events(request: Request) -> Response:
     if isinstance(decoded, str):
         return _error(415, decoded)
     media, encoding = decoded
-    body = await _read_body(request, app.config.max_body_bytes)
+    body = await _read_body(request, app.config.max_body_bytes, app.config.request_timeout_ms)
     if isinstance(body, Response):
         return body
     source = f"http:{request.client.host if request.client else '?'}"

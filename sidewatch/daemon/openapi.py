@@ -78,6 +78,10 @@ OPENAPI: dict[str, Any] = {
                         },
                         "stored (every accepted line is durably committed)",
                     ),
+                    "408": _json(
+                        _ERROR,
+                        "the body did not arrive within server.requestTimeout; nothing stored",
+                    ),
                     "413": _json(_ERROR, "over a size limit"),
                     "415": _json(_ERROR, "an unsupported media type or encoding"),
                     **_ERRORS,

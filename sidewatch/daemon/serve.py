@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
 from sidewatch.config import Config
@@ -304,6 +305,55 @@ def _jetstream(state: AppState) -> JetStreamIngest | None:
     return JetStreamIngest(state, state.config.nats)
 
 
+def head_deadline(seconds: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol with a deadline on each request's head. uvicorn times out
+    only idle connections between requests, and any byte resets that; a client that opens a
+    connection and withholds or trickles its headers (slowloris) would hold it forever. Past
+    the deadline it gets a 408 (when part of a head came) and the connection is closed. The
+    body has its own deadline in the application (server.requestTimeout too)."""
+
+    class HeadDeadline(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm(None)
+
+        def on_response_complete(self) -> None:
+            answered = self.cycle
+            super().on_response_complete()
+            self._arm(answered)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self, answered: Any) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_later(seconds, self._late, answered)
+
+        def _late(self, answered: Any) -> None:
+            # A new request cycle means its head did arrive: the body deadline takes over.
+            if self.cycle is not answered or self.transport.is_closing():
+                return
+            if self.conn.trailing_data[0]:  # part of a head came, and then not the rest
+                body = orjson.dumps(
+                    {
+                        "error": f"the request head did not arrive within {seconds:g}s "
+                        "(server.requestTimeout)"
+                    }
+                )
+                self.transport.write(
+                    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+                )
+            self.transport.close()
+
+    return HeadDeadline
+
+
 def serve(config: Config) -> None:
     """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens."""
     host, port = split_listen(config.listen)
@@ -325,6 +375,7 @@ def serve(config: Config) -> None:
             access_log=False,
             timeout_graceful_shutdown=30,
             lifespan="on",
+            http=head_deadline(config.request_timeout_ms / 1000),
         )
     )
     server.run()

@@ -38,13 +38,19 @@ def _free_port() -> int:
 
 
 def _start(
-    tmp: Path, db: Path, interval: str = "1s", extra: str = "", store_url: str | None = None
+    tmp: Path,
+    db: Path,
+    interval: str = "1s",
+    extra: str = "",
+    store_url: str | None = None,
+    server: str = "",
 ) -> Server:
+    """`sidewatch serve` on a free port; `server` adds keys to the server section."""
     port = _free_port()
     cfg = tmp / f"sidewatch-{port}.yaml"
     cfg.write_text(
         f"store: {{url: '{store_url or f'sqlite:///{db}'}'}}\n"
-        f"server: {{listen: '127.0.0.1:{port}', maxBodyBytes: 65536}}\n"
+        f"server: {{listen: '127.0.0.1:{port}', maxBodyBytes: 65536{server}}}\n"
         f"auditor: {{interval: {interval}}}\n" + extra
     )
     log = tmp / f"serve-{port}.log"
