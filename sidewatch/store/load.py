@@ -27,6 +27,7 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
+from sidewatch.store.auditstate import key_lookups
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -74,6 +75,8 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     """The facts of every thread that announced a wait (or of the named threads only)."""
     chosen = list(thread_ids) if thread_ids is not None else []
     where = "thread_id" if thread_ids is not None else ""
+    if where:
+        key_lookups(conn)
     interrupts = _grouped(
         _select(conn, "interrupt", InterruptFact, where, chosen),
         0,
