@@ -36,8 +36,8 @@ unit: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured in the same run
 	$(PY) bench/ingest.py
-	$(PY) bench/http_ingest.py
-	$(PY) bench/audit.py
+	$(PY) bench/http_ingest.py --replicas 3
+	$(PY) bench/audit.py --pg
 	$(PY) bench/report.py
 
 soak: $(VENV)/.installed-test ## ten minutes of mixed load with faults: counts agree, memory flat
