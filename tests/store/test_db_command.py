@@ -7,11 +7,11 @@ from click.testing import CliRunner
 from sidewatch.cli.main import cli
 
 
-def test_db_upgrade_migrates_an_empty_store_once(db_url: str) -> None:
+def test_db_upgrade_migrates_an_empty_store_once(blank_db_url: str) -> None:
     runner = CliRunner()
 
-    first = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
-    second = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+    first = runner.invoke(cli, ["db", "upgrade", "--db", blank_db_url])
+    second = runner.invoke(cli, ["db", "upgrade", "--db", blank_db_url])
 
     assert (0, 0) == (first.exit_code, second.exit_code)
     assert "upgraded from empty to 0003 (newest: 0003)" in first.output
