@@ -29,8 +29,8 @@ from tests.daemon.test_e2e import Server, _start, _stop
 
 
 @pytest.fixture
-def sidewatch(tmp_path: Path) -> Iterator[Server]:
-    server = _start(tmp_path, tmp_path / "sidewatch.db")
+def sidewatch(tmp_path: Path, db_url: str) -> Iterator[Server]:
+    server = _start(tmp_path, db_url)
     yield server
     _stop(server)
 
