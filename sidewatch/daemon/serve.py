@@ -125,6 +125,7 @@ class Daemon:
         )
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         self._tick: asyncio.Future[Any] | None = None
+        self._stopping = False
         self.alerts = (
             AlertmanagerPush(config.alertmanager_url, config.alertmanager_resend_ms)
             if config.alertmanager_url
@@ -133,10 +134,14 @@ class Daemon:
 
     async def tick(self) -> None:
         """One audit tick in a worker thread; a store outage skips it (and /readyz says so)."""
+        if self._stopping:
+            return  # launched by the scheduler as the daemon stopped: the store is closing
         now = int(time.time() * 1000)
         self._tick = asyncio.ensure_future(run_in_threadpool(self._audit, now))
         try:
-            report = await self._tick
+            # Shielded: the scheduler's shutdown cancels this job, but the thread would run on
+            # regardless, and the lifespan waits for it before closing the store.
+            report = await asyncio.shield(self._tick)
         except StoreError as e:
             log.warning("audit tick skipped: %s", e)
             self.auditor.skipped_tick()
@@ -204,6 +209,7 @@ class Daemon:
                 coalesce=True,
                 id="report",
             )
+        self._stopping = False
         scheduler.start()
         log.info(
             "sidewatch %s serving on %s, store %s, audit every %ss",
@@ -215,10 +221,12 @@ class Daemon:
         try:
             yield
         finally:
+            self._stopping = True
+            running = self._tick  # taken before the scheduler's shutdown cancels its job
             scheduler.shutdown(wait=False)
-            if self._tick is not None:
+            if running is not None:
                 log.info("waiting for the running audit tick to finish")
-                await asyncio.gather(self._tick, return_exceptions=True)
+                await asyncio.gather(running, return_exceptions=True)
             self.engine.dispose()
             if self.tracer_provider is not None:
                 self.tracer_provider.shutdown()  # flushes the last spans

@@ -820,6 +820,40 @@ def test_readyz_is_503_when_the_auditor_never_ticked_within_three_intervals(
     assert any("auditor" in problem for problem in r.json()["problems"])
 
 
+@pytest.mark.parametrize("stop_after", [0.0, 0.05, 0.15])
+def test_the_store_is_closed_only_after_the_running_tick_finished(
+    daemon: Daemon, stop_after: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler's first tick is due at start and takes 0.1 s here; the daemon is stopped
+    before it begins, while it runs, or after it ended. The store is closed after the tick,
+    or the tick never runs, and no tick runs on a closed store."""
+    events: list[str] = []
+    tick, dispose = daemon.auditor.tick, daemon.engine.dispose
+
+    def slow_tick(now: int) -> Any:
+        events.append("tick")
+        time.sleep(0.1)
+        report = tick(now)
+        events.append("ticked")
+        return report
+
+    def closing() -> None:
+        events.append("closed")
+        dispose()
+
+    monkeypatch.setattr(daemon.auditor, "tick", slow_tick)
+    monkeypatch.setattr(daemon.engine, "dispose", closing)
+
+    async def start_and_stop() -> None:
+        async with daemon.app.router.lifespan_context(daemon.app):
+            await asyncio.sleep(stop_after)
+        await asyncio.sleep(0.3)  # the loop runs on, as a server's or a test client's may
+
+    asyncio.run(start_and_stop())
+
+    assert events in (["closed"], ["tick", "ticked", "closed"])
+
+
 def test_readyz_is_503_when_the_last_tick_is_older_than_three_intervals(
     make_daemon: Callable[..., Daemon], now: int
 ) -> None:
