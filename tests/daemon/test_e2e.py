@@ -85,6 +85,14 @@ def server(tmp_path: Path, db_url: str) -> Iterator[Server]:
     _stop(s)
 
 
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Iterator[Server]:
+    """One daemon for the tests that only need one serving (each start costs a second)."""
+    s = _start(tmp_path_factory.mktemp("shared"), module_db_url)
+    yield s
+    _stop(s)
+
+
 def _seed_relative_to_now() -> tuple[bytes, int]:
     """The reference stream, shifted so that its evaluation time is now."""
     now = int(time.time() * 1000)
@@ -140,8 +148,9 @@ def test_a_posted_stream_gets_its_verdicts_and_metrics_after_one_tick(server: Se
     ids=["form-body-415", "broken-array-400", "over-the-limit-413", "bad-gzip-400"],
 )
 def test_bad_bodies_get_their_status_and_the_server_keeps_serving(
-    server: Server, headers: dict[str, str], body: bytes, status: int
+    shared_server: Server, headers: dict[str, str], body: bytes, status: int
 ) -> None:
+    server = shared_server
     answer = httpx.post(f"{server.url}/v1/events", content=body, headers=headers)
 
     assert status == answer.status_code
