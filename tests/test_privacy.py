@@ -1,5 +1,6 @@
 """Nothing of the content reaches the store: arguments, messages, interrupt messages, resume
-payloads, error texts and personal approver references never appear in the database file."""
+payloads, error texts and personal approver references never appear in the database file (or,
+on PostgreSQL, in any row of the store's schema)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, inspect
 
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
+from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
 from sidewatch.daemon.reports import render
 from sidewatch.daemon.serve import Daemon
@@ -121,40 +124,56 @@ def _lines() -> list[dict]:
     ]
 
 
-def test_no_content_reaches_the_database_file(tmp_path: Path) -> None:
-    db = tmp_path / "sidewatch.db"
-    engine = open_store(f"sqlite:///{db}")
+def _stored(engine: Engine, tmp_path: Path) -> bytes:
+    """Everything the store holds: SQLite's files (with the WAL and free pages) byte for byte;
+    on PostgreSQL, every row of every table of the store's schema, as text."""
+    if engine.dialect.name == "sqlite":
+        return b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    with engine.connect() as conn:
+        tables = inspect(conn).get_table_names()
+        assert "interrupt" in tables
+        return "\n".join(
+            str(row)
+            for table in tables
+            for row in conn.exec_driver_sql(f'SELECT t::text FROM "{table}" t')
+        ).encode()
+
+
+def test_no_content_reaches_the_database_file(tmp_path: Path, db_url: str) -> None:
+    engine = open_store(db_url)
     store = Store(engine)
     body = "\n".join(json.dumps(line) for line in _lines()).encode()
 
     summary = ingest_unit(store, "privacy", body, T0, ref_protector(engine, Config()))
     verdicts = audit(store, (DEFAULT_POLICY,), T0 + 120_000)
+    Auditor(store, Config().policies).tick(T0 + 120_000)  # the auditor's records too
+    stored = _stored(engine, tmp_path)
     engine.dispose()
 
     assert () == summary.rejects
     assert 1 == len(verdicts)
-    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"t1" in stored
     leaked = [name for name, secret in SECRETS.items() if secret.encode() in stored]
     assert [] == leaked
     ref = verdicts[0].verdict.facts.approver_ref
     assert ref is not None and ref.startswith("hmac-sha256:")
 
 
-def test_role_references_are_kept_as_they_are(tmp_path: Path) -> None:
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+def test_role_references_are_kept_as_they_are(db_url: str) -> None:
+    engine = open_store(db_url)
     protect = ref_protector(engine, Config())
 
-    assert ("role:release-owner", True) == (
-        protect("role:release-owner"),
-        protect("jane@example.com").startswith("hmac-sha256:"),
-    )
+    kept = (protect("role:release-owner"), protect("jane@example.com").startswith("hmac-sha256:"))
+    engine.dispose()
+
+    assert ("role:release-owner", True) == kept
 
 
 def test_no_content_reaches_logs_metrics_reports_alerts_or_the_read_api(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    daemon = Daemon(replace(Config(), db_url=f"sqlite:///{tmp_path / 's.db'}"))
+    daemon = Daemon(replace(Config(), db_url=db_url))
     client = TestClient(daemon.app)
     body = "\n".join(json.dumps(line) for line in _lines()).encode()
     bad = b'{"type":"RUN_STARTED","threadId":"SECRET-IN-A-BAD-LINE-4141"'

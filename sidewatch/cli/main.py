@@ -6,7 +6,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import wraps
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 import orjson
+from sqlalchemy import Engine
 
 from sidewatch import __version__
 from sidewatch.config import (
@@ -64,6 +66,17 @@ def _config(config_path: str | None, db: str | None) -> Config:
     data = read_config_file(config_path)
     cfg = load_config(data, os.environ, config_path or "config", read_token_files(data))
     return replace(cfg, db_url=db) if db else cfg
+
+
+@contextmanager
+def _store(cfg: Config) -> Iterator[Engine]:
+    """The configured store, closed however the command ends (an error included: a pooled
+    PostgreSQL connection would otherwise stay open)."""
+    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def _parse_at(value: str | None) -> int:
@@ -128,23 +141,22 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     Exit status: 0 when no line was rejected, 1 when any was.
     """
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
-    store, protect = Store(engine), ref_protector(engine, cfg)
     any_rejected = False
     show_progress = sys.stderr.isatty()
-    for n, path in enumerate(paths, start=1):
-        body = read_file(path)
-        if show_progress:
-            click.echo(f"[{n}/{len(paths)}] {path}: {len(body) / 1e6:.1f} MB …", err=True)
-        summary = ingest_unit(store, path, body, int(time.time() * 1000), protect)
-        click.echo(
-            f"{path}: {summary.accepted} accepted, {summary.skipped} skipped, "
-            f"{len(summary.rejects)} rejected"
-        )
-        for r in summary.rejects:
-            click.echo(f"{path}:{r.line}: {r.error}")
-        any_rejected = any_rejected or bool(summary.rejects)
-    engine.dispose()
+    with _store(cfg) as engine:
+        store, protect = Store(engine), ref_protector(engine, cfg)
+        for n, path in enumerate(paths, start=1):
+            body = read_file(path)
+            if show_progress:
+                click.echo(f"[{n}/{len(paths)}] {path}: {len(body) / 1e6:.1f} MB …", err=True)
+            summary = ingest_unit(store, path, body, int(time.time() * 1000), protect)
+            click.echo(
+                f"{path}: {summary.accepted} accepted, {summary.skipped} skipped, "
+                f"{len(summary.rejects)} rejected"
+            )
+            for r in summary.rejects:
+                click.echo(f"{path}:{r.line}: {r.error}")
+            any_rejected = any_rejected or bool(summary.rejects)
     sys.exit(1 if any_rejected else 0)
 
 
@@ -174,9 +186,8 @@ def audit_cmd(
     """Classify every known wait at a time and print the verdicts (read-only)."""
     at_ms = _parse_at(at)
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
-    _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
-    engine.dispose()
+    with _store(cfg) as engine:
+        _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
 
 
 def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: bool) -> None:
@@ -206,13 +217,12 @@ def demo(fmt: str) -> None:
     body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
     with tempfile.TemporaryDirectory(prefix="sidewatch-demo-") as tmp:
         cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
-        engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
-        store = Store(engine)
-        ingest_unit(
-            store, "seed-audit.ndjson", body, _parse_at(DEMO_AT), ref_protector(engine, cfg)
-        )
-        _print_audit(store, cfg, _parse_at(DEMO_AT), fmt, False)
-        engine.dispose()
+        with _store(cfg) as engine:
+            store = Store(engine)
+            ingest_unit(
+                store, "seed-audit.ndjson", body, _parse_at(DEMO_AT), ref_protector(engine, cfg)
+            )
+            _print_audit(store, cfg, _parse_at(DEMO_AT), fmt, False)
 
 
 @cli.command()
@@ -292,9 +302,8 @@ def report_cmd(
         raise click.BadParameter(str(e), param_hint="--window") from None
     end = _parse_at(at)
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
-    body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
-    engine.dispose()
+    with _store(cfg) as engine:
+        body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
     if output is None:
         click.echo(body.decode(), nl=False)
         return
@@ -318,10 +327,12 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
     """Apply every migration the store lacks (every command also does this on start)."""
     cfg = _config(config_path, db)
     engine = open_store(cfg.db_url, migrate=False)
-    before, _ = revision(engine)
-    upgrade(engine)
-    after, head = revision(engine)
-    engine.dispose()
+    try:
+        before, _ = revision(engine)
+        upgrade(engine)
+        after, head = revision(engine)
+    finally:
+        engine.dispose()
     state = "already at" if before == after else f"upgraded from {before or 'empty'} to"
     click.echo(
         f"{engine.url.render_as_string(hide_password=True)}: {state} {after} (newest: {head})"

@@ -148,6 +148,7 @@ class Daemon:
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         self._tick: asyncio.Future[Any] | None = None
         self._scheduler: AsyncIOScheduler | None = None
+        self._stopping = False
         self.alerts = (
             AlertmanagerPush(config.alertmanager_url, config.alertmanager_resend_ms)
             if config.alertmanager_url
@@ -157,6 +158,8 @@ class Daemon:
     async def claim(self) -> None:
         """Renew or take the audit lease (every half interval). On taking it over, continue
         the counters from the store and audit at once."""
+        if self._stopping:
+            return  # the lease is being released
         epoch = self.lease.epoch
         try:
             held = await run_in_threadpool(self.lease.claim)
@@ -177,12 +180,14 @@ class Daemon:
     async def tick(self) -> None:
         """One audit tick in a worker thread, on the replica holding the lease; a store outage
         skips it (and /readyz says so)."""
-        if not self.lease.held:
-            return
+        if self._stopping or not self.lease.held:
+            return  # a standby, or launched by the scheduler as the daemon stopped
         now = int(time.time() * 1000)
         self._tick = asyncio.ensure_future(run_in_threadpool(self._audit, now))
         try:
-            report = await self._tick
+            # Shielded: the scheduler's shutdown cancels this job, but the thread would run on
+            # regardless, and the lifespan waits for it before closing the store.
+            report = await asyncio.shield(self._tick)
         except LeaseLost as e:
             log.warning("audit tick dropped: %s", e)
             return
@@ -265,6 +270,7 @@ class Daemon:
                 coalesce=True,
                 id="report",
             )
+        self._stopping = False
         scheduler.start()
         if self.jetstream is not None:
             self.jetstream.start()
@@ -278,12 +284,14 @@ class Daemon:
         try:
             yield
         finally:
+            self._stopping = True
+            running = self._tick  # taken before the scheduler's shutdown cancels its job
             if self.jetstream is not None:  # its last batch commits and is acknowledged first
                 await self.jetstream.stop()
             scheduler.shutdown(wait=False)
-            if self._tick is not None:
+            if running is not None:
                 log.info("waiting for the running audit tick to finish")
-                await asyncio.gather(self._tick, return_exceptions=True)
+                await asyncio.gather(running, return_exceptions=True)
             await run_in_threadpool(self.lease.release)
             self.engine.dispose()
             if self.tracer_provider is not None:

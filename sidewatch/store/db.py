@@ -30,7 +30,11 @@ def open_store(url: str, migrate: bool = True, busy_timeout_ms: int = 10_000) ->
     if engine.dialect.name == "sqlite":
         _sqlite_pragmas(engine, busy_timeout_ms)
     if migrate:
-        upgrade(engine)
+        try:
+            upgrade(engine)
+        except StoreError:
+            engine.dispose()  # nobody else holds the engine to close its connections
+            raise
     return engine
 
 

@@ -22,8 +22,8 @@ def run(*args: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'sidewatch.db'}"
+def db(db_url: str) -> str:
+    return db_url
 
 
 def audit_json(db: str) -> dict:

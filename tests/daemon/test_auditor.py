@@ -396,22 +396,19 @@ def test_a_wait_whose_classification_raises_is_logged_counted_and_skipped(
     )
 
 
-def test_protocol_findings_are_counted_once_per_wait_and_rule(tmp_path: Path) -> None:
+def test_protocol_findings_are_counted_once_per_wait_and_rule(store: Store) -> None:
     producers = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
-    engine = open_store(f"sqlite:///{tmp_path / 'f.db'}")
-    store = Store(engine)
     for name in (
         "langgraph-two-interrupts-resume10",
         "adk-outcome-resume10-wrong-id",
         "langgraph-approve-legacy-noraw",
     ):
         body = (producers / f"{name}.ndjson").read_bytes()
-        ingest_unit(store, name, body, 1_785_083_340_000, ref_protector(engine, Config()))
+        ingest_unit(store, name, body, 1_785_083_340_000, ref_protector(store.engine, Config()))
     auditor = Auditor(store, POLICIES)
 
     auditor.tick(1_785_083_400_000)
     auditor.tick(1_785_083_460_000)
-    engine.dispose()
 
     found = auditor.snapshot.findings
     assert 2 == found["resume_rejected"]

@@ -39,6 +39,8 @@ def small_disk() -> Iterator[Path]:
         mount.rmdir()
 
 
+# SQLite only: the store must be a file on the small disk; the PostgreSQL server's disk is not
+# the test's to fill (test_pg_outage covers that server becoming unusable).
 def test_a_full_disk_is_a_503_that_says_so_and_ingest_recovers(small_disk: Path) -> None:
     daemon = Daemon(replace(Config(), db_url=f"sqlite:///{small_disk / 's.db'}"))
     client = TestClient(daemon.app)

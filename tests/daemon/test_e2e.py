@@ -1,4 +1,5 @@
-"""The real daemon process: `sidewatch serve` on a free port, driven over HTTP."""
+"""The real daemon process: `sidewatch serve` on a free port, driven over HTTP, on SQLite and
+on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class Server:
     url: str
     proc: subprocess.Popen[bytes]
     log: Path
-    db: Path
+    db_url: str
 
 
 def _free_port() -> int:
@@ -38,18 +39,13 @@ def _free_port() -> int:
 
 
 def _start(
-    tmp: Path,
-    db: Path,
-    interval: str = "1s",
-    extra: str = "",
-    store_url: str | None = None,
-    server: str = "",
+    tmp: Path, db_url: str, interval: str = "1s", extra: str = "", server: str = ""
 ) -> Server:
     """`sidewatch serve` on a free port; `server` adds keys to the server section."""
     port = _free_port()
     cfg = tmp / f"sidewatch-{port}.yaml"
     cfg.write_text(
-        f"store: {{url: '{store_url or f'sqlite:///{db}'}'}}\n"
+        f"store: {{url: '{db_url}'}}\n"
         f"server: {{listen: '127.0.0.1:{port}', maxBodyBytes: 65536{server}}}\n"
         f"auditor: {{interval: {interval}}}\n" + extra
     )
@@ -65,7 +61,7 @@ def _start(
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return Server(url, proc, log, db)
+                return Server(url, proc, log, db_url)
         except httpx.TransportError:
             time.sleep(0.1)
         if proc.poll() is not None:
@@ -86,8 +82,16 @@ def _stop(server: Server) -> int:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    s = _start(tmp_path, tmp_path / "sidewatch.db")
+def server(tmp_path: Path, db_url: str) -> Iterator[Server]:
+    s = _start(tmp_path, db_url)
+    yield s
+    _stop(s)
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Iterator[Server]:
+    """One daemon for the tests that only need one serving (each start costs a second)."""
+    s = _start(tmp_path_factory.mktemp("shared"), module_db_url)
     yield s
     _stop(s)
 
@@ -147,8 +151,9 @@ def test_a_posted_stream_gets_its_verdicts_and_metrics_after_one_tick(server: Se
     ids=["form-body-415", "broken-array-400", "over-the-limit-413", "bad-gzip-400"],
 )
 def test_bad_bodies_get_their_status_and_the_server_keeps_serving(
-    server: Server, headers: dict[str, str], body: bytes, status: int
+    shared_server: Server, headers: dict[str, str], body: bytes, status: int
 ) -> None:
+    server = shared_server
     answer = httpx.post(f"{server.url}/v1/events", content=body, headers=headers)
 
     assert status == answer.status_code
@@ -180,9 +185,8 @@ def _unit(n: int) -> bytes:
     return ("\n".join(json.dumps(x) for x in lines) + "\n").encode()
 
 
-def test_every_line_that_got_a_200_survives_a_sigkill(tmp_path: Path) -> None:
-    db = tmp_path / "sidewatch.db"
-    server = _start(tmp_path, db)
+def test_every_line_that_got_a_200_survives_a_sigkill(tmp_path: Path, db_url: str) -> None:
+    server = _start(tmp_path, db_url)
     acked: list[int] = []
     stop = threading.Event()
 
@@ -209,10 +213,10 @@ def test_every_line_that_got_a_200_survives_a_sigkill(tmp_path: Path) -> None:
     server.proc.wait(timeout=10)
     stop.set()
     poster.join(timeout=10)
-    restarted = _start(tmp_path, db)
+    restarted = _start(tmp_path, db_url)
     _stop(restarted)
 
-    engine = create_engine(f"sqlite:///{db}")
+    engine = create_engine(db_url)
     with engine.connect() as conn:
         stored = {r[0] for r in conn.execute(text("SELECT thread_id FROM interrupt"))}
         beats = {r[0] for r in conn.execute(text("SELECT thread_id FROM heartbeat"))}
@@ -222,8 +226,8 @@ def test_every_line_that_got_a_200_survives_a_sigkill(tmp_path: Path) -> None:
     assert [] == missing
 
 
-def test_sigterm_drains_and_closes_the_store(tmp_path: Path) -> None:
-    server = _start(tmp_path, tmp_path / "sidewatch.db")
+def test_sigterm_drains_and_closes_the_store(tmp_path: Path, db_url: str) -> None:
+    server = _start(tmp_path, db_url)
 
     code = _stop(server)
 
@@ -234,9 +238,10 @@ def test_sigterm_drains_and_closes_the_store(tmp_path: Path) -> None:
     assert all(json.loads(line)["level"] for line in log.splitlines() if line.startswith("{"))
 
 
-def test_a_restart_continues_from_the_store_without_counting_twice(tmp_path: Path) -> None:
-    db = tmp_path / "sidewatch.db"
-    first = _start(tmp_path, db)
+def test_a_restart_continues_from_the_store_without_counting_twice(
+    tmp_path: Path, db_url: str
+) -> None:
+    first = _start(tmp_path, db_url)
     body, _ = _seed_relative_to_now()
     httpx.post(
         f"{first.url}/v1/events", content=body, headers={"content-type": "application/x-ndjson"}
@@ -245,7 +250,7 @@ def test_a_restart_continues_from_the_store_without_counting_twice(tmp_path: Pat
     before = _series(httpx.get(f"{first.url}/metrics").text)
     _stop(first)
 
-    second = _start(tmp_path, db)
+    second = _start(tmp_path, db_url)
     time.sleep(1.5)  # at least one tick of the restarted daemon
     after = _series(httpx.get(f"{second.url}/metrics").text)
     _stop(second)
@@ -280,6 +285,7 @@ def _series(exposition: str) -> dict[str, float]:
     return out
 
 
+# Store-independent: serve refuses the address before it opens the store.
 def test_refuses_a_public_address_without_tokens(tmp_path: Path) -> None:
     result = subprocess.run(
         [

@@ -1,6 +1,7 @@
-"""The HTTP API, through Starlette's TestClient on a real SQLite store: ingest in every body
-format, its status codes, tokens and limits, the read API, readiness and `/metrics`. The
-client is not entered as a context manager, so no scheduler runs: tests tick the auditor."""
+"""The HTTP API, through Starlette's TestClient on a real SQLite and a real PostgreSQL store:
+ingest in every body format, its status codes, tokens and limits, the read API, readiness and
+`/metrics`. The client is not entered as a context manager, so no scheduler runs: tests tick
+the auditor."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psycopg
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import make_url
 
 from sidewatch.cli.main import cli
 from sidewatch.config import Config, Token
 from sidewatch.daemon.serve import Daemon
+from tests.conftest import PG_ADMIN
 
 with warnings.catch_warnings():
     # Starlette 1.x prefers `httpx2` for its TestClient and warns when it falls back to
@@ -203,17 +207,12 @@ def now() -> int:
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "s.db"
-
-
-@pytest.fixture
-def make_daemon(db_path: Path) -> Iterator[Callable[..., Daemon]]:
-    """A Daemon on this test's own SQLite file, with `Config` fields changed as given."""
+def make_daemon(db_url: str) -> Iterator[Callable[..., Daemon]]:
+    """A Daemon on this test's own store, with `Config` fields changed as given."""
     made: list[Daemon] = []
 
     def make(**changes: Any) -> Daemon:
-        config = dataclasses.replace(Config(), db_url=f"sqlite:///{db_path}", **changes)
+        config = dataclasses.replace(Config(), db_url=db_url, **changes)
         made.append(Daemon(config))
         return made[-1]
 
@@ -252,9 +251,17 @@ def bearer(token: Token) -> dict[str, str]:
 
 
 @contextmanager
-def store_outage(daemon: Daemon, db_path: Path) -> Iterator[None]:
-    """A real outage: the SQLite file is moved away and a directory stands in its place, so
-    no connection can open the store; afterwards the file is put back."""
+def store_outage(daemon: Daemon, db_url: str) -> Iterator[None]:
+    """A real outage. SQLite: the file is moved away and a directory stands in its place, so
+    no connection can open the store; afterwards the file is put back. PostgreSQL: the
+    database refuses new connections and the daemon's are ended; afterwards it accepts them
+    again."""
+    url = make_url(db_url)
+    if url.get_backend_name() == "postgresql":
+        with _pg_refusing(str(url.database), str(url.query["application_name"])):
+            yield
+        return
+    db_path = Path(str(url.database))
     away = db_path.with_name("away.db")
     daemon.engine.dispose()  # pooled connections would keep the moved file open
     db_path.rename(away)
@@ -265,6 +272,21 @@ def store_outage(daemon: Daemon, db_path: Path) -> Iterator[None]:
         db_path.rmdir()
         away.rename(db_path)
         daemon.engine.dispose()
+
+
+@contextmanager
+def _pg_refusing(database: str, application_name: str) -> Iterator[None]:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND application_name = %s",
+                (database, application_name),
+            )
+            yield
+        finally:
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
 
 
 # -- POST /v1/events: body formats ---------------------------------------------------------
@@ -451,11 +473,11 @@ def test_a_gzip_body_that_inflates_past_the_limit_is_413(
 
 
 def test_ingest_is_503_while_the_store_is_unavailable_and_a_retry_succeeds_after(
-    daemon: Daemon, client: TestClient, db_path: Path, now: int
+    daemon: Daemon, client: TestClient, db_url: str, now: int
 ) -> None:
     body = ndjson(scenario(now))
 
-    with store_outage(daemon, db_path):
+    with store_outage(daemon, db_url):
         during = client.post("/v1/events", content=body, headers=NDJSON)
         health = client.get("/healthz")
         ready = client.get("/readyz")
@@ -687,10 +709,10 @@ def test_waits_are_verdict_objects_with_the_audit_json_fields(audited: TestClien
 
 
 def test_waits_are_the_same_verdicts_as_the_audit_command(
-    audited: TestClient, db_path: Path, now: int
+    audited: TestClient, db_url: str, now: int
 ) -> None:
     result = CliRunner().invoke(
-        cli, ["audit", "--db", f"sqlite:///{db_path}", "--at", iso(now), "--format", "json"]
+        cli, ["audit", "--db", db_url, "--at", iso(now), "--format", "json"]
     )
 
     served = {w["requestId"]: w for w in audited.get("/v1/waits").json()["waits"]}
@@ -796,6 +818,40 @@ def test_readyz_is_503_when_the_auditor_never_ticked_within_three_intervals(
     assert 503 == r.status_code
     assert "not ready" == r.json()["status"]
     assert any("auditor" in problem for problem in r.json()["problems"])
+
+
+@pytest.mark.parametrize("stop_after", [0.0, 0.05, 0.15])
+def test_the_store_is_closed_only_after_the_running_tick_finished(
+    daemon: Daemon, stop_after: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler's first tick is due at start and takes 0.1 s here; the daemon is stopped
+    before it begins, while it runs, or after it ended. The store is closed after the tick,
+    or the tick never runs, and no tick runs on a closed store."""
+    events: list[str] = []
+    tick, dispose = daemon.auditor.tick, daemon.engine.dispose
+
+    def slow_tick(now: int) -> Any:
+        events.append("tick")
+        time.sleep(0.1)
+        report = tick(now)
+        events.append("ticked")
+        return report
+
+    def closing() -> None:
+        events.append("closed")
+        dispose()
+
+    monkeypatch.setattr(daemon.auditor, "tick", slow_tick)
+    monkeypatch.setattr(daemon.engine, "dispose", closing)
+
+    async def start_and_stop() -> None:
+        async with daemon.app.router.lifespan_context(daemon.app):
+            await asyncio.sleep(stop_after)
+        await asyncio.sleep(0.3)  # the loop runs on, as a server's or a test client's may
+
+    asyncio.run(start_and_stop())
+
+    assert events in (["closed"], ["tick", "ticked", "closed"])
 
 
 def test_readyz_is_503_when_the_last_tick_is_older_than_three_intervals(
@@ -936,11 +992,11 @@ def test_metrics_are_open_by_default_even_with_tokens(make_daemon: Callable[...,
 
 
 def test_the_auditor_skips_a_tick_while_the_store_is_away_and_says_so(
-    daemon: Daemon, client: TestClient, db_path: Path, now: int
+    daemon: Daemon, client: TestClient, db_url: str, now: int
 ) -> None:
     client.post("/v1/events", content=ndjson(scenario(now)), headers=NDJSON)
 
-    with store_outage(daemon, db_path):
+    with store_outage(daemon, db_url):
         asyncio.run(daemon.tick())
         skipped = client.get("/metrics").text
     asyncio.run(daemon.tick())
@@ -952,13 +1008,16 @@ def test_the_auditor_skips_a_tick_while_the_store_is_away_and_says_so(
     assert 'sidewatch_waits{policy="default",state="STUCK_AFTER_DECISION"} 1.0' in recovered
 
 
+# SQLite only: its one-writer lock and busy timeout have no PostgreSQL counterpart (there a
+# writer waits for row locks only, which ingest's inserts of new rows do not take).
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_ingest_is_503_while_another_process_holds_the_sqlite_lock(
-    make_daemon: Callable[..., Daemon], db_path: Path, now: int
+    make_daemon: Callable[..., Daemon], db_url: str, now: int
 ) -> None:
     daemon = make_daemon(store_busy_timeout_ms=300)
     client = TestClient(daemon.app)
     body = ndjson(scenario(now))
-    other = sqlite3.connect(db_path, isolation_level=None)
+    other = sqlite3.connect(make_url(db_url).database or "", isolation_level=None)
 
     other.execute("BEGIN EXCLUSIVE")
     locked = client.post("/v1/events", content=body, headers=NDJSON)

@@ -1,4 +1,5 @@
-"""The ingest endpoint under hostile bodies: never a 5xx, and it keeps serving."""
+"""The ingest endpoint under hostile bodies: never a 5xx, and it keeps serving (on SQLite and
+on PostgreSQL; every example of a run shares one store)."""
 
 from __future__ import annotations
 
@@ -28,10 +29,9 @@ MEDIA = [
 ]
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    db = tmp_path_factory.mktemp("fuzz") / "s.db"
-    daemon = Daemon(replace(Config(), db_url=f"sqlite:///{db}", max_body_bytes=65_536))
+@pytest.fixture
+def client(db_url: str) -> Iterator[TestClient]:
+    daemon = Daemon(replace(Config(), db_url=db_url, max_body_bytes=65_536))
     yield TestClient(daemon.app)
     daemon.engine.dispose()
 

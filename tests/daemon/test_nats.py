@@ -21,6 +21,7 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
+from sqlalchemy import create_engine
 
 from sidewatch.config import Config
 from sidewatch.daemon.jetstream import unit_key
@@ -116,13 +117,12 @@ def _message(n: int) -> bytes | tuple[bytes, dict[str, str]]:
     return forms[n % len(forms)]
 
 
-def _start(tmp: Path, stream: Stream, store: str = "", ack_wait: str = "2s") -> Server:
+def _start(tmp: Path, stream: Stream, db_url: str, store: str = "", ack_wait: str = "2s") -> Server:
     """`sidewatch serve` on a free port, ingesting from `stream`."""
     port = _free_port()
-    db = tmp / "sidewatch.db"
     cfg = tmp / "sidewatch.yaml"
     cfg.write_text(
-        f"store: {{url: 'sqlite:///{db}'{store}}}\n"
+        f"store: {{url: '{db_url}'{store}}}\n"
         f"server: {{listen: '127.0.0.1:{port}'}}\n"
         "auditor: {interval: 1s}\n"
         f"nats: {{url: '{NATS_URL}', stream: {stream.name}, subject: '{stream.subject}.>', "
@@ -140,7 +140,7 @@ def _start(tmp: Path, stream: Stream, store: str = "", ack_wait: str = "2s") -> 
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return Server(url, proc, log, db)
+                return Server(url, proc, log, db_url)
         except httpx.TransportError:
             time.sleep(0.1)
         if proc.poll() is not None:
@@ -149,14 +149,21 @@ def _start(tmp: Path, stream: Stream, store: str = "", ack_wait: str = "2s") -> 
     raise AssertionError(f"sidewatch serve did not start:\n{log.read_text()}")
 
 
-def _units(db: Path) -> list[tuple[str, int, int, int]]:
+def _units(db_url: str) -> list[tuple[str, int, int, int]]:
     """(key, received_at, accepted, rejected) of every unit that came from NATS."""
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute(
-            "SELECT key, received_at, accepted, rejected FROM unit "
-            "WHERE source LIKE 'nats:%' ORDER BY id"
-        ).fetchall()
-    return [tuple(r) for r in rows]
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT key, received_at, accepted, rejected FROM unit "
+                "WHERE source LIKE 'nats:%%' ORDER BY id"
+                if conn.dialect.paramstyle != "qmark"
+                else "SELECT key, received_at, accepted, rejected FROM unit "
+                "WHERE source LIKE 'nats:%' ORDER BY id"
+            ).fetchall()
+    finally:
+        engine.dispose()
+    return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
 
 
 def _settled(stream: Stream) -> bool:
@@ -166,16 +173,16 @@ def _settled(stream: Stream) -> bool:
 
 
 def test_messages_published_while_sidewatch_is_down_are_each_ingested_exactly_once(
-    tmp_path: Path, stream: Stream
+    tmp_path: Path, stream: Stream, db_url: str
 ) -> None:
     published_from = int(time.time() * 1000)
     _publish(stream, *(_message(n) for n in range(30)))
     published_to = int(time.time() * 1000)
     created = _js(lambda js: js.stream_info(stream.name)).created
 
-    server = _start(tmp_path, stream)
+    server = _start(tmp_path, stream, db_url)
     try:
-        ingested = _wait_for(lambda: len(_units(server.db)) >= 30)
+        ingested = _wait_for(lambda: len(_units(server.db_url)) >= 30)
         audited = _wait_for(
             lambda: len(httpx.get(f"{server.url}/v1/waits?limit=100").json()["waits"]) == 30
         )
@@ -184,12 +191,12 @@ def test_messages_published_while_sidewatch_is_down_are_each_ingested_exactly_on
         metrics = httpx.get(f"{server.url}/metrics").text
     finally:
         _stop(server)
-    server = _start(tmp_path, stream)  # a restart finds nothing left to ingest
+    server = _start(tmp_path, stream, db_url)  # a restart finds nothing left to ingest
     try:
         _publish(stream, _message(30))
-        _wait_for(lambda: len(_units(server.db)) >= 31)
+        _wait_for(lambda: len(_units(server.db_url)) >= 31)
         time.sleep(3)  # past ackWait: a redelivery would have come by now
-        units = _units(server.db)
+        units = _units(server.db_url)
         settled_again = _settled(stream)
     finally:
         _stop(server)
@@ -204,7 +211,7 @@ def test_messages_published_while_sidewatch_is_down_are_each_ingested_exactly_on
 
 
 def test_a_message_committed_before_a_crash_is_acknowledged_not_stored_twice(
-    tmp_path: Path, stream: Stream
+    tmp_path: Path, stream: Stream, db_url: str
 ) -> None:
     """The crash between the commit and the ack, exactly: the consumer delivered message 1,
     its unit is committed under its key, and the ack never reached the server."""
@@ -220,18 +227,18 @@ def test_a_message_committed_before_a_crash_is_acknowledged_not_stored_twice(
         return msg.data, unit_key(stream.name, created, msg.metadata.sequence.stream)
 
     body, key = _js(deliver_first)  # delivered, never acknowledged
-    engine = open_store(f"sqlite:///{tmp_path / 'sidewatch.db'}")
+    engine = open_store(db_url)
     ingest_unit(
         Store(engine), "nats:crashed", body, 1_000, ref_protector(engine, Config()), key=key
     )
     engine.dispose()
 
-    server = _start(tmp_path, stream, ack_wait="1s")
+    server = _start(tmp_path, stream, db_url, ack_wait="1s")
     try:
-        ingested = _wait_for(lambda: len(_units(server.db)) >= 3)
+        ingested = _wait_for(lambda: len(_units(server.db_url)) >= 3)
         settled = _wait_for(lambda: _settled(stream))  # message 1 redelivered, acknowledged
         time.sleep(2)
-        units = _units(server.db)
+        units = _units(server.db_url)
         info = _consumer(stream)
         metrics = httpx.get(f"{server.url}/metrics").text
     finally:
@@ -246,20 +253,20 @@ def test_a_message_committed_before_a_crash_is_acknowledged_not_stored_twice(
 
 
 def test_a_message_redelivered_by_a_sigkill_is_never_stored_twice(
-    tmp_path: Path, stream: Stream
+    tmp_path: Path, stream: Stream, db_url: str
 ) -> None:
     _publish(stream, *(_message(n) for n in range(200)))
 
-    server = _start(tmp_path, stream, ack_wait="1s")
-    started = _wait_for(lambda: len(_units(server.db)) >= 20, seconds=30)
+    server = _start(tmp_path, stream, db_url, ack_wait="1s")
+    started = _wait_for(lambda: len(_units(server.db_url)) >= 20, seconds=30)
     server.proc.kill()  # mid-stream: some units committed, their acks maybe not sent
     server.proc.wait()
-    server = _start(tmp_path, stream, ack_wait="1s")
+    server = _start(tmp_path, stream, db_url, ack_wait="1s")
     try:
-        ingested = _wait_for(lambda: len(_units(server.db)) >= 200, seconds=60)
+        ingested = _wait_for(lambda: len(_units(server.db_url)) >= 200, seconds=60)
         settled = _wait_for(lambda: _settled(stream), seconds=30)
         time.sleep(2)
-        units = _units(server.db)
+        units = _units(server.db_url)
         metrics = httpx.get(f"{server.url}/metrics").text
     finally:
         _stop(server)
@@ -270,7 +277,7 @@ def test_a_message_redelivered_by_a_sigkill_is_never_stored_twice(
 
 
 def test_an_unreadable_message_is_terminated_and_does_not_block_the_others(
-    tmp_path: Path, stream: Stream
+    tmp_path: Path, stream: Stream, db_url: str
 ) -> None:
     half_bad = b"".join(json.dumps(x).encode() + b"\n" for x in _lines(2)) + b"{nope\n"
     _publish(
@@ -284,12 +291,12 @@ def test_an_unreadable_message_is_terminated_and_does_not_block_the_others(
         _message(1),
     )
 
-    server = _start(tmp_path, stream, ack_wait="1s")
+    server = _start(tmp_path, stream, db_url, ack_wait="1s")
     try:
-        ingested = _wait_for(lambda: len(_units(server.db)) >= 3)
+        ingested = _wait_for(lambda: len(_units(server.db_url)) >= 3)
         settled = _wait_for(lambda: _settled(stream))
         time.sleep(2)  # past ackWait: a terminated message is never redelivered
-        units = _units(server.db)
+        units = _units(server.db_url)
         info = _consumer(stream)
     finally:
         _stop(server)
@@ -306,18 +313,21 @@ def test_an_unreadable_message_is_terminated_and_does_not_block_the_others(
 def test_a_store_outage_naks_and_the_message_is_stored_once_the_store_is_back(
     tmp_path: Path, stream: Stream
 ) -> None:
-    server = _start(tmp_path, stream, store=", busyTimeout: 200ms")
-    lock = sqlite3.connect(server.db, isolation_level=None)
+    # SQLite only: another process holding the write lock is SQLite's outage (PostgreSQL's is
+    # tested in test_pg_outage.py)
+    db = tmp_path / "sidewatch.db"
+    server = _start(tmp_path, stream, f"sqlite:///{db}", store=", busyTimeout: 200ms")
+    lock = sqlite3.connect(db, isolation_level=None)
     try:
         lock.execute("BEGIN IMMEDIATE")  # another process holds the write lock
         _publish(stream, _message(0))
         refused = _wait_for(lambda: "store unavailable" in server.log.read_text())
-        during = _units(server.db)
+        during = _units(server.db_url)
         lock.execute("ROLLBACK")
-        stored = _wait_for(lambda: len(_units(server.db)) >= 1)
+        stored = _wait_for(lambda: len(_units(server.db_url)) >= 1)
         settled = _wait_for(lambda: _settled(stream))
         time.sleep(3)
-        after = _units(server.db)
+        after = _units(server.db_url)
     finally:
         lock.close()
         _stop(server)
@@ -327,17 +337,17 @@ def test_a_store_outage_naks_and_the_message_is_stored_once_the_store_is_back(
 
 
 def test_sidewatch_waits_for_a_missing_stream_and_keeps_serving(
-    tmp_path: Path,
+    tmp_path: Path, db_url: str
 ) -> None:
     later = Stream(f"SWTEST_{uuid.uuid4().hex[:12]}", f"swtest.later{uuid.uuid4().hex[:8]}")
-    server = _start(tmp_path, later)
+    server = _start(tmp_path, later, db_url)
     try:
         waiting = _wait_for(lambda: f"stream {later.name} does not exist" in server.log.read_text())
         healthy = httpx.get(f"{server.url}/healthz").status_code
         _js(lambda js: js.add_stream(name=later.name, subjects=[f"{later.subject}.>"]))
         try:
             _publish(later, _message(0))
-            ingested = _wait_for(lambda: len(_units(server.db)) >= 1, seconds=30)
+            ingested = _wait_for(lambda: len(_units(server.db_url)) >= 1, seconds=30)
         finally:
             _js(lambda js: js.delete_stream(later.name))
     finally:

@@ -107,6 +107,7 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+# PostgreSQL only: stopping the server is what is tested (SQLite's outages are in test_http).
 def test_ingest_and_audit_survive_postgresql_stopping_and_recover(cluster: Cluster) -> None:
     daemon = Daemon(replace(Config(), db_url=cluster.url))
     client = TestClient(daemon.app)

@@ -92,10 +92,7 @@ class Poster(threading.Thread):
 def test_three_replicas_audit_once_and_another_takes_over_within_two_intervals(
     tmp_path: Path, pg_url: str
 ) -> None:
-    replicas = [
-        _start(tmp_path, tmp_path / "unused.db", f"{INTERVAL_S}s", store_url=pg_url)
-        for _ in range(3)
-    ]
+    replicas = [_start(tmp_path, pg_url, f"{INTERVAL_S}s") for _ in range(3)]
     poster = Poster(replicas)
     try:
         first = _wait_until(lambda: _holders(replicas))

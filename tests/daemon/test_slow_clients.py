@@ -21,8 +21,8 @@ PATIENCE = 60.0
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    s = _start(tmp_path, tmp_path / "sidewatch.db", server=", requestTimeout: 2s")
+def server(tmp_path: Path, db_url: str) -> Iterator[Server]:
+    s = _start(tmp_path, db_url, server=", requestTimeout: 2s")
     yield s
     _stop(s)
 
@@ -55,8 +55,8 @@ def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return int(status_line.split()[1]), headers, body
 
 
-def _stored_threads(db: Path) -> set[str]:
-    engine = create_engine(f"sqlite:///{db}")
+def _stored_threads(db_url: str) -> set[str]:
+    engine = create_engine(db_url)
     with engine.connect() as conn:
         threads = {r[0] for r in conn.execute(text("SELECT thread_id FROM interrupt"))}
     engine.dispose()
@@ -98,7 +98,7 @@ def test_a_body_not_received_in_time_is_408_stores_nothing_and_others_are_served
     assert "close" == headers.get("connection")
     assert "nothing of it was stored" in json.loads(body)["error"]
     assert 200 == other.status_code
-    assert {"kill-thread-2"} == _stored_threads(server.db)
+    assert {"kill-thread-2"} == _stored_threads(server.db_url)
     assert 200 == httpx.get(f"{server.url}/healthz").status_code
 
 

@@ -78,9 +78,9 @@ def _until(fn, seconds: float = 20.0):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def sidewatch(tmp_path: Path, alertmanager: str) -> Iterator[Server]:
+def sidewatch(tmp_path: Path, db_url: str, alertmanager: str) -> Iterator[Server]:
     extra = f"alertmanager: {{url: '{alertmanager}', resendInterval: 2s}}\n"
-    server = _start(tmp_path, tmp_path / "sidewatch.db", extra=extra)
+    server = _start(tmp_path, db_url, extra=extra)
     yield server
     _stop(server)
 

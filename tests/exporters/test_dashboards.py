@@ -193,11 +193,11 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Iterator[Stack]:
     """sidewatch serving, scraped by Prometheus from before the reference stream (shifted to
     now) is posted, so that rates see the stream arrive; ready once a tick has audited it."""
     tmp = tmp_path_factory.mktemp("stack")
-    server = _start(tmp, tmp / "sidewatch.db")
+    server = _start(tmp, module_db_url)
     prometheus = RealPrometheus(tmp, server.url.removeprefix("http://"))
     try:
         prometheus.start()

@@ -23,12 +23,12 @@ MS = 1_000_000
 
 
 def test_a_closed_wait_is_one_span_from_request_to_close_with_its_transitions(
-    tmp_path: Path,
+    db_url: str,
 ) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    engine = open_store(db_url)
     store = Store(engine)
     protect = ref_protector(engine, Config())
     ingest_unit(store, "seed", SEED.read_bytes(), AT, protect)
@@ -78,11 +78,11 @@ def test_a_closed_wait_is_one_span_from_request_to_close_with_its_transitions(
     assert "RESUMED" == dict(spans[1].attributes or {})["sidewatch.approval.state"]
 
 
-def test_no_content_reaches_a_span(tmp_path: Path) -> None:
+def test_no_content_reaches_a_span(db_url: str) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    engine = open_store(db_url)
     store = Store(engine)
     ingest_unit(store, "seed", SEED.read_bytes(), AT, ref_protector(engine, Config()))
 

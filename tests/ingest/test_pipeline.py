@@ -1,9 +1,11 @@
-"""End to end: units ingested into a real SQLite store, then audited at a given time."""
+"""End to end: units ingested into a real store (SQLite and PostgreSQL), then audited at a
+given time."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,10 @@ PROTECT = RefProtector(b"test-key", ("role:", "policy:"))
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(open_store(f"sqlite:///{tmp_path}/s.db"))
+def store(db_url: str) -> Iterator[Store]:
+    engine = open_store(db_url)
+    yield Store(engine)
+    engine.dispose()
 
 
 def ingest(store: Store, *lines: dict[str, Any] | bytes, received_at: int = BASE) -> Any:

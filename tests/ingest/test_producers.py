@@ -86,13 +86,13 @@ QUIET = replace(
 )
 
 
-def _verdicts(tmp_path: Path, name: str) -> list[tuple[str, str | None, bool]]:
-    return verdicts_of(tmp_path, (PRODUCERS / f"{name}.ndjson").read_bytes())
+def _verdicts(db_url: str, name: str) -> list[tuple[str, str | None, bool]]:
+    return verdicts_of(db_url, (PRODUCERS / f"{name}.ndjson").read_bytes())
 
 
-def verdicts_of(tmp_path: Path, body: bytes) -> list[tuple[str, str | None, bool]]:
+def verdicts_of(db_url: str, body: bytes) -> list[tuple[str, str | None, bool]]:
     """(state, decision, uncertain) of every wait of one unit, requested order."""
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    engine = open_store(db_url)
     store = Store(engine)
     summary = ingest_unit(store, "producer", body, NOW - 60_000, ref_protector(engine, Config()))
     waits = audit(store, (QUIET,), NOW)
@@ -110,20 +110,20 @@ def verdicts_of(tmp_path: Path, body: bytes) -> list[tuple[str, str | None, bool
 
 @pytest.mark.parametrize(("name", "expected"), LANGGRAPH.items(), ids=list(LANGGRAPH))
 def test_langgraph_streams_get_the_verdicts_of_what_happened(
-    tmp_path: Path, name: str, expected: list[tuple[str, str | None, bool]]
+    db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
 ) -> None:
-    assert expected == _verdicts(tmp_path, name)
+    assert expected == _verdicts(db_url, name)
 
 
 @pytest.mark.parametrize(("name", "expected"), ADK.items(), ids=list(ADK))
 def test_adk_streams_get_the_verdicts_of_what_happened(
-    tmp_path: Path, name: str, expected: list[tuple[str, str | None, bool]]
+    db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
 ) -> None:
-    assert expected == _verdicts(tmp_path, name)
+    assert expected == _verdicts(db_url, name)
 
 
-def test_an_adk_wait_is_the_original_call_not_the_confirmation(tmp_path: Path) -> None:
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+def test_an_adk_wait_is_the_original_call_not_the_confirmation(db_url: str) -> None:
+    engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / "adk-approve-default.ndjson").read_bytes()
     ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))
@@ -160,9 +160,9 @@ FINDINGS = {
 
 @pytest.mark.parametrize(("name", "expected"), FINDINGS.items(), ids=list(FINDINGS))
 def test_protocol_findings_are_listed_per_wait(
-    tmp_path: Path, name: str, expected: list[tuple[str, ...]]
+    db_url: str, name: str, expected: list[tuple[str, ...]]
 ) -> None:
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / f"{name}.ndjson").read_bytes()
     ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
@@ -173,8 +173,8 @@ def test_protocol_findings_are_listed_per_wait(
     assert expected == [a.verdict.findings for a in waits]
 
 
-def test_a_resume_naming_no_interrupt_is_a_thread_finding(tmp_path: Path) -> None:
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+def test_a_resume_naming_no_interrupt_is_a_thread_finding(db_url: str) -> None:
+    engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / "adk-outcome-resume10-wrong-id.ndjson").read_bytes()
     ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))

@@ -34,9 +34,9 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("name", "expected"), {**LANGGRAPH, **ADK}.items(), ids=[*LANGGRAPH, *ADK])
 def test_what_the_integration_emits_now_gets_the_verdicts_of_what_happened(
-    emitted: Path, tmp_path: Path, name: str, expected: list[tuple[str, str | None, bool]]
+    emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
 ) -> None:
-    assert expected == verdicts_of(tmp_path, (emitted / f"{name}.ndjson").read_bytes())
+    assert expected == verdicts_of(db_url, (emitted / f"{name}.ndjson").read_bytes())
 
 
 NEVER_ANSWERED = [
@@ -51,12 +51,10 @@ NEVER_ANSWERED = [
 
 
 @pytest.mark.parametrize("name", NEVER_ANSWERED)
-def test_an_interrupt_nobody_answers_keeps_waiting(
-    emitted: Path, tmp_path: Path, name: str
-) -> None:
+def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, name: str) -> None:
     lines = (emitted / f"{name}.ndjson").read_bytes().splitlines()
     first_run = lines[: next(n for n, line in enumerate(lines) if b'"RUN_FINISHED"' in line) + 1]
 
-    got = verdicts_of(tmp_path, b"\n".join(first_run))
+    got = verdicts_of(db_url, b"\n".join(first_run))
 
     assert got and all(v == ("WAITING", None, False) for v in got)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,8 +29,8 @@ EXPECTED = json.loads((SHARED / "seed-audit.expected.json").read_text())["expect
 
 
 @pytest.fixture
-def seeded(tmp_path: Path) -> Store:
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+def seeded(db_url: str) -> Iterator[Store]:
+    engine = open_store(db_url)
     store = Store(engine)
     ingest_unit(
         store,
@@ -38,7 +39,8 @@ def seeded(tmp_path: Path) -> Store:
         AT - 60_000,
         ref_protector(engine, Config()),
     )
-    return store
+    yield store
+    engine.dispose()
 
 
 def test_the_reference_report_has_the_six_verdicts_with_evidence_and_next_moves(
@@ -96,7 +98,7 @@ def test_the_previous_window_is_compared(seeded: Store) -> None:
     assert [] == body["changedWaits"]  # nothing moved on the next day
 
 
-def test_a_thousand_waits_and_their_transitions_make_a_report(tmp_path: Path) -> None:
+def test_a_thousand_waits_and_their_transitions_make_a_report(db_url: str) -> None:
     lines = []
     for n in range(1000):
         t, at = f"thread-{n}", AT - 3_600_000 + n * 1000
@@ -135,7 +137,7 @@ def test_a_thousand_waits_and_their_transitions_make_a_report(tmp_path: Path) ->
                 },
             },
         ]
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    engine = open_store(db_url)
     store = Store(engine)
     ingest_unit(
         store,
@@ -186,8 +188,10 @@ def test_reports_are_written_atomically_by_date_and_pruned_after_retention(
     assert [] == prune(out, 30 * DAY, AT / 1000)
 
 
-def test_the_report_command_prints_or_writes_a_dated_file(seeded: Store, tmp_path: Path) -> None:
-    db = str(seeded.engine.url)
+def test_the_report_command_prints_or_writes_a_dated_file(
+    seeded: Store, db_url: str, tmp_path: Path
+) -> None:
+    db = db_url
     runner = CliRunner()
 
     printed = runner.invoke(cli, ["report", "--db", db, "--at", "2026-07-26T16:30:00Z"])
@@ -219,11 +223,13 @@ def test_report_names_are_the_window_end_date() -> None:
     assert os.sep not in report_name(AT, "md")
 
 
-def test_the_nightly_job_writes_every_configured_format(seeded: Store, tmp_path: Path) -> None:
+def test_the_nightly_job_writes_every_configured_format(
+    seeded: Store, db_url: str, tmp_path: Path
+) -> None:
     out = tmp_path / "nightly"
     config = replace(
         Config(),
-        db_url=str(seeded.engine.url),
+        db_url=db_url,
         report_directory=str(out),
         report_formats=("md", "json"),
     )

@@ -13,8 +13,8 @@ from tests.realprom import RealPrometheus
 RULES = Path(__file__).resolve().parents[2] / "rules" / "sidewatch.rules.yml"
 
 
-def test_the_expected_alerts_fire_for_the_reference_stream(tmp_path: Path) -> None:
-    server = _start(tmp_path, tmp_path / "sidewatch.db")
+def test_the_expected_alerts_fire_for_the_reference_stream(tmp_path: Path, db_url: str) -> None:
+    server = _start(tmp_path, db_url)
     prometheus = RealPrometheus(tmp_path, server.url.removeprefix("http://"), [RULES])
     try:
         prometheus.start()

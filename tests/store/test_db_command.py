@@ -13,11 +13,11 @@ VERSIONS = Path(sidewatch.store.__file__).with_name("migrations") / "versions"
 HEAD = max(p.name.split("_", 1)[0] for p in VERSIONS.glob("0*.py"))
 
 
-def test_db_upgrade_migrates_an_empty_store_once(db_url: str) -> None:
+def test_db_upgrade_migrates_an_empty_store_once(blank_db_url: str) -> None:
     runner = CliRunner()
 
-    first = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
-    second = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+    first = runner.invoke(cli, ["db", "upgrade", "--db", blank_db_url])
+    second = runner.invoke(cli, ["db", "upgrade", "--db", blank_db_url])
 
     assert (0, 0) == (first.exit_code, second.exit_code)
     assert f"upgraded from empty to {HEAD} (newest: {HEAD})" in first.output

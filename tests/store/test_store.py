@@ -43,8 +43,8 @@ TABLES = {
 }
 
 
-def test_the_migration_creates_every_table(db_url: str) -> None:
-    engine = open_store(db_url)
+def test_the_migration_creates_every_table(blank_db_url: str) -> None:
+    engine = open_store(blank_db_url)
 
     tables = set(inspect(engine).get_table_names())
     engine.dispose()
@@ -52,9 +52,9 @@ def test_the_migration_creates_every_table(db_url: str) -> None:
     assert TABLES == tables
 
 
-def test_opening_a_migrated_store_again_is_a_no_op(db_url: str) -> None:
-    open_store(db_url).dispose()
-    engine = open_store(db_url)
+def test_opening_a_migrated_store_again_is_a_no_op(blank_db_url: str) -> None:
+    open_store(blank_db_url).dispose()
+    engine = open_store(blank_db_url)
 
     upgrade(engine)
     engine.dispose()
@@ -136,8 +136,8 @@ def test_an_unreachable_store_is_a_store_error() -> None:
         open_store("postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")
 
 
-def test_the_migrations_produce_exactly_the_models_schema(db_url: str) -> None:
-    engine = open_store(db_url)
+def test_the_migrations_produce_exactly_the_models_schema(blank_db_url: str) -> None:
+    engine = open_store(blank_db_url)
 
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)

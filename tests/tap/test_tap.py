@@ -9,7 +9,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -28,9 +27,10 @@ from sidewatch.tap import Tap, TapMiddleware, tap_events
 from tests.daemon.test_e2e import Server, _start, _stop
 
 
-@pytest.fixture
-def sidewatch(tmp_path: Path) -> Iterator[Server]:
-    server = _start(tmp_path, tmp_path / "sidewatch.db")
+@pytest.fixture(scope="module")
+def sidewatch(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Iterator[Server]:
+    """One daemon per store for the module: each test's thread ids are its own."""
+    server = _start(tmp_path_factory.mktemp("sidewatch"), module_db_url)
     yield server
     _stop(server)
 
