@@ -34,6 +34,7 @@ from sidewatch.store.repo import Store
 
 log = logging.getLogger("sidewatch.auditor")
 BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale
+TIDY_AFTER = 10_000  # dirty marks cleared in one tick, after which their table is vacuumed
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,8 @@ class Auditor:
             batch = threads[k : k + BATCH]
             w, t, e = self._batch(batch, marks, now_ms)
             waits, transitions, errors = waits + w, transitions + t, errors + e
+        if len(marks) >= TIDY_AFTER:
+            self.state.tidy_dirty()
         # Lines other replicas ingested: the counters are store-wide, and never go back.
         self.ingest.catch_up(*self.state.ingest_totals())
         seconds = time.perf_counter() - start

@@ -4,6 +4,7 @@ every wait, transitions, and the totals a restarted daemon continues from."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -113,6 +114,7 @@ def driver_sql(conn: Connection, text: str) -> str:
 
 
 CLOSED_STATES = ("CLOSED_BY_DECLINE", "RESUMED", "CANCELLED")
+log = logging.getLogger("sidewatch.store")
 
 
 def key_lookups(conn: Connection) -> None:
@@ -144,6 +146,21 @@ class AuditState:
         table = table_of(DirtyThread)
         with self._conn() as c:
             return [(r[0], int(r[1])) for r in c.execute(select(table.c.thread_id, table.c.mark))]
+
+    def tidy_dirty(self) -> None:
+        """After a tick cleared many dirty marks: on PostgreSQL, vacuum their table. It is a
+        queue, read whole at every tick; its deleted rows stay until a vacuum, and with
+        autovacuum off (or before it comes round) an idle tick after a full audit of a million
+        waits read a million dead rows (52 ms, against 2 ms once vacuumed)."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        try:
+            with self.engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+                    "VACUUM dirty_thread"
+                )
+        except SQLAlchemyError as e:  # only a speed-up: autovacuum does it in time
+            log.info("could not vacuum dirty_thread: %s", e)
 
     def due(self, now: int) -> list[str]:
         """Threads with an open wait whose verdict time alone has changed by `now`."""
