@@ -244,24 +244,21 @@ class Daemon:
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         scheduler = self._scheduler = AsyncIOScheduler(timezone=UTC)
-        scheduler.add_job(
-            self.claim,
-            "interval",
-            seconds=self.config.audit_interval_ms / 2000,
-            next_run_time=datetime.now(UTC),
-            max_instances=1,
-            coalesce=True,
-            id="lease",
-        )
-        scheduler.add_job(
-            self.tick,
-            "interval",
-            seconds=self.config.audit_interval_ms / 1000,
-            next_run_time=datetime.now(UTC),
-            max_instances=1,
-            coalesce=True,
-            id="audit",
-        )
+        interval = self.config.audit_interval_ms / 1000
+        # The lease is claimed every half interval, so a standby takes over within two.
+        for job, seconds, name in (
+            (self.claim, interval / 2, "lease"),
+            (self.tick, interval, "audit"),
+        ):
+            scheduler.add_job(
+                job,
+                "interval",
+                seconds=seconds,
+                next_run_time=datetime.now(UTC),
+                max_instances=1,
+                coalesce=True,
+                id=name,
+            )
         if self.config.report_schedule:
             scheduler.add_job(
                 self.nightly_report,

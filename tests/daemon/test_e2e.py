@@ -39,13 +39,19 @@ def _free_port() -> int:
 
 
 def _start(
-    tmp: Path, db_url: str, interval: str = "1s", extra: str = "", server: str = ""
+    tmp: Path,
+    db_url: str,
+    interval: str = "1s",
+    extra: str = "",
+    server: str = "",
+    store: str = "",
 ) -> Server:
-    """`sidewatch serve` on a free port; `server` adds keys to the server section."""
+    """`sidewatch serve` on a free port; `server` and `store` add keys to their sections,
+    `extra` whole sections."""
     port = _free_port()
     cfg = tmp / f"sidewatch-{port}.yaml"
     cfg.write_text(
-        f"store: {{url: '{db_url}'}}\n"
+        f"store: {{url: '{db_url}'{store}}}\n"
         f"server: {{listen: '127.0.0.1:{port}', maxBodyBytes: 65536{server}}}\n"
         f"auditor: {{interval: {interval}}}\n" + extra
     )

@@ -7,8 +7,6 @@ import asyncio
 import gzip
 import json
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -28,7 +26,8 @@ from sidewatch.daemon.jetstream import unit_key
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.daemon.test_e2e import Server, _free_port, _stop, _wait_for
+from tests.daemon.test_e2e import Server, _stop, _wait_for
+from tests.daemon.test_e2e import _start as _serve
 
 NATS_URL = "nats://127.0.0.1:4222"
 SECRET = "s3cret-tool-argument-7f1d"  # must never reach the logs
@@ -119,34 +118,13 @@ def _message(n: int) -> bytes | tuple[bytes, dict[str, str]]:
 
 def _start(tmp: Path, stream: Stream, db_url: str, store: str = "", ack_wait: str = "2s") -> Server:
     """`sidewatch serve` on a free port, ingesting from `stream`."""
-    port = _free_port()
-    cfg = tmp / "sidewatch.yaml"
-    cfg.write_text(
-        f"store: {{url: '{db_url}'{store}}}\n"
-        f"server: {{listen: '127.0.0.1:{port}'}}\n"
-        "auditor: {interval: 1s}\n"
-        f"nats: {{url: '{NATS_URL}', stream: {stream.name}, subject: '{stream.subject}.>', "
-        f"batch: 8, ackWait: {ack_wait}, retryDelay: 300ms}}\n"
+    return _serve(
+        tmp,
+        db_url,
+        extra=f"nats: {{url: '{NATS_URL}', stream: {stream.name}, "
+        f"subject: '{stream.subject}.>', batch: 8, ackWait: {ack_wait}, retryDelay: 300ms}}\n",
+        store=store,
     )
-    log = tmp / f"serve-{port}.log"
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sidewatch", "serve", "--config", str(cfg)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return Server(url, proc, log, db_url)
-        except httpx.TransportError:
-            time.sleep(0.1)
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError(f"sidewatch serve did not start:\n{log.read_text()}")
 
 
 def _units(db_url: str) -> list[tuple[str, int, int, int]]:
