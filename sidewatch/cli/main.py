@@ -247,6 +247,10 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
 
     Without tokens it listens on loopback only. SIGTERM drains requests, finishes the
     running audit tick and closes the store.
+
+    Several replicas may share one store (PostgreSQL): all ingest and answer reads, and
+    the one holding the audit lease audits (sidewatch_audit_lease_held says which); with
+    a `nats` config section, each also consumes the JetStream stream.
     """
     from sidewatch.daemon.serve import serve as run_daemon  # noqa: PLC0415 (load uvicorn only here)
 
