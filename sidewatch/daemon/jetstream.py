@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from enum import StrEnum
 from urllib.parse import urlsplit
@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 import nats
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
 from sidewatch.config import NatsSource
@@ -87,8 +89,11 @@ class JetStreamIngest:
         self.source = source
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._consuming = False  # bound to the consumer: a stop lets the batch finish
+        self.consuming = False  # bound to the consumer: a stop lets the batch finish
         self._reported = False  # a connection error was logged since the last (re)connect
+        # What became of the messages this replica handled (every outcome from the start, so
+        # the collector never sees the dict change size)
+        self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="sidewatch-jetstream")
@@ -99,7 +104,7 @@ class JetStreamIngest:
         self._stopping.set()
         if self._task is None:
             return
-        if not self._consuming:  # connecting or backing off: nothing in hand to finish
+        if not self.consuming:  # connecting or backing off: nothing in hand to finish
             self._task.cancel()
         done, _ = await asyncio.wait({self._task}, timeout=STOP_WAIT_S)
         if not done:
@@ -184,7 +189,7 @@ class JetStreamIngest:
                 server,
                 src.durable,
             )
-            self._consuming = True
+            self.consuming = True
             while not self._stopping.is_set():
                 try:
                     msgs = await sub.fetch(src.batch, timeout=FETCH_WAIT_S)
@@ -192,7 +197,7 @@ class JetStreamIngest:
                     continue  # nothing new (or reconnecting: the client retries by itself)
                 await self._batch(msgs, created)
         finally:
-            self._consuming = False
+            self.consuming = False
             closing = True
             with contextlib.suppress(Exception):
                 await nc.close()  # flushes the acks not yet written
@@ -212,6 +217,7 @@ class JetStreamIngest:
             outcome = await run_in_threadpool(
                 handle, self.app, f"nats:{src.stream}", msg.data, msg.headers, received_at, key
             )
+            self.outcomes[outcome] += 1
             if outcome is Outcome.RETRY:
                 for rest in msgs[n:]:
                     await rest.nak(delay=src.retry_delay_ms / 1000)
@@ -221,3 +227,30 @@ class JetStreamIngest:
                 await msg.term()
             else:
                 await msg.ack()
+
+
+class JetStreamCollector(Collector):
+    """This replica's JetStream consumer on /metrics (per replica: a sum over replicas counts
+    each delivery once)."""
+
+    def __init__(self, consumer: JetStreamIngest) -> None:
+        self.consumer = consumer
+
+    def collect(self) -> Iterator[Metric]:
+        messages = CounterMetricFamily(
+            "sidewatch_jetstream_messages",
+            "JetStream messages handled by this replica, by outcome: stored (acked), duplicate "
+            "(stored before, acked again), unreadable (terminated), retry (store unavailable, "
+            "nak'ed for redelivery).",
+            labels=["outcome"],
+        )
+        for outcome, n in self.consumer.outcomes.items():
+            messages.add_metric([outcome.value], n)
+        yield messages
+        consuming = GaugeMetricFamily(
+            "sidewatch_jetstream_consuming",
+            "1 while this replica is bound to its durable consumer, 0 while NATS or the stream "
+            "is unavailable.",
+        )
+        consuming.add_metric([], 1 if self.consumer.consuming else 0)
+        yield consuming

@@ -145,6 +145,10 @@ class Daemon:
             lease_held=lambda: self.lease.held,
         )
         self.jetstream = _jetstream(self.state)
+        if self.jetstream is not None:
+            from sidewatch.daemon.jetstream import JetStreamCollector  # noqa: PLC0415
+
+            registry.register(JetStreamCollector(self.jetstream))
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         self._tick: asyncio.Future[Any] | None = None
         self._scheduler: AsyncIOScheduler | None = None

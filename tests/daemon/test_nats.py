@@ -276,12 +276,16 @@ def test_an_unreadable_message_is_terminated_and_does_not_block_the_others(
         time.sleep(2)  # past ackWait: a terminated message is never redelivered
         units = _units(server.db_url)
         info = _consumer(stream)
+        metrics = httpx.get(f"{server.url}/metrics").text
     finally:
         _stop(server)
     log = server.log.read_text()
 
     assert (ingested, settled) == (True, True)
     assert [(2, 0), (2, 1), (2, 0)] == [(u[2], u[3]) for u in units]
+    for outcome, n in (("stored", 3), ("unreadable", 4), ("duplicate", 0), ("retry", 0)):
+        assert f'sidewatch_jetstream_messages_total{{outcome="{outcome}"}} {n}.0' in metrics
+    assert "sidewatch_jetstream_consuming 1.0" in metrics
     # seven deliveries for seven messages: none came back
     assert (0, 0, 7) == (info.num_pending, info.num_ack_pending, info.delivered.consumer_seq)
     assert 4 == log.count("cannot be read")
@@ -306,12 +310,15 @@ def test_a_store_outage_naks_and_the_message_is_stored_once_the_store_is_back(
         settled = _wait_for(lambda: _settled(stream))
         time.sleep(3)
         after = _units(server.db_url)
+        metrics = httpx.get(f"{server.url}/metrics").text
     finally:
         lock.close()
         _stop(server)
 
     assert (refused, stored, settled) == (True, True, True)
     assert ([], 1) == (during, len(after))
+    assert 'sidewatch_jetstream_messages_total{outcome="stored"} 1.0' in metrics
+    assert 'sidewatch_jetstream_messages_total{outcome="retry"} 0.0' not in metrics
 
 
 def test_sidewatch_waits_for_a_missing_stream_and_keeps_serving(
