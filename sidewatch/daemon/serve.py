@@ -12,11 +12,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 import uvicorn
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from sidewatch.daemon.jetstream import JetStreamIngest
 
 log = logging.getLogger("sidewatch")
+T = TypeVar("T")
 
 
 class JsonLogs(logging.Formatter):
@@ -150,7 +151,7 @@ class Daemon:
 
             registry.register(JetStreamCollector(self.jetstream))
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
-        self._tick: asyncio.Future[Any] | None = None
+        self._running: set[asyncio.Future[Any]] = set()  # store work in worker threads
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
         self.alerts = (
@@ -187,11 +188,8 @@ class Daemon:
         if self._stopping or not self.lease.held:
             return  # a standby, or launched by the scheduler as the daemon stopped
         now = int(time.time() * 1000)
-        self._tick = asyncio.ensure_future(run_in_threadpool(self._audit, now))
         try:
-            # Shielded: the scheduler's shutdown cancels this job, but the thread would run on
-            # regardless, and the lifespan waits for it before closing the store.
-            report = await asyncio.shield(self._tick)
+            report = await self._in_worker(self._audit, now)
         except LeaseLost as e:
             log.warning("audit tick dropped: %s", e)
             return
@@ -202,8 +200,6 @@ class Daemon:
         except Exception:
             log.exception("audit tick failed")
             return
-        finally:
-            self._tick = None
         if report.threads or report.errors:
             log.info(
                 "audit tick",
@@ -219,12 +215,12 @@ class Daemon:
     async def nightly_report(self) -> None:
         """The report of the window ending now, in every configured format; old ones pruned.
         Written by the replica holding the audit lease, so once."""
-        if not self.lease.held:
+        if self._stopping or not self.lease.held:
             return
         cfg = self.config
         end = int(time.time() * 1000)
         try:
-            paths = await run_in_threadpool(
+            paths = await self._in_worker(
                 write_reports,
                 Path(cfg.report_directory),
                 lambda: report(self.store, cfg.policies, end, cfg.report_window_ms),
@@ -236,6 +232,15 @@ class Daemon:
             log.exception("nightly report failed")
             return
         log.info("report written: %s", ", ".join(str(p) for p in paths))
+
+    async def _in_worker(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn` in a worker thread, shielded: the scheduler's shutdown cancels its job, but the
+        thread would run on regardless, and the lifespan waits for it before closing the
+        store."""
+        job = asyncio.ensure_future(run_in_threadpool(fn, *args))
+        self._running.add(job)
+        job.add_done_callback(self._running.discard)
+        return await asyncio.shield(job)
 
     def _audit(self, now: int) -> TickReport:
         """A tick, then (when configured) the Alertmanager push of its problem waits: sent by
@@ -286,13 +291,13 @@ class Daemon:
             yield
         finally:
             self._stopping = True
-            running = self._tick  # taken before the scheduler's shutdown cancels its job
+            running = set(self._running)  # taken before the scheduler's shutdown cancels jobs
             if self.jetstream is not None:  # its last batch commits and is acknowledged first
                 await self.jetstream.stop()
             scheduler.shutdown(wait=False)
-            if running is not None:
-                log.info("waiting for the running audit tick to finish")
-                await asyncio.gather(running, return_exceptions=True)
+            if running:
+                log.info("waiting for the running audit tick or report to finish")
+                await asyncio.gather(*running, return_exceptions=True)
             await run_in_threadpool(self.lease.release)
             self.engine.dispose()
             if self.tracer_provider is not None:

@@ -20,6 +20,7 @@ from sidewatch.daemon.pipeline import ingest_unit, ref_protector, report
 from sidewatch.daemon.reports import prune, render, report_name, write_reports
 from sidewatch.daemon.serve import Daemon
 from sidewatch.store.db import open_store
+from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
@@ -239,6 +240,22 @@ def test_the_nightly_job_writes_every_configured_format(
     daemon.engine.dispose()
 
     assert 2 == len(list(out.glob("sidewatch-report-*")))
+
+
+def test_a_standby_replica_writes_no_nightly_report(
+    seeded: Store, db_url: str, tmp_path: Path
+) -> None:
+    other = AuditLease(seeded.engine, 60_000, "the-auditing-replica")
+    other.claim()
+    out = tmp_path / "nightly"
+    config = replace(Config(), db_url=db_url, report_directory=str(out))
+    daemon = Daemon(config)
+
+    asyncio.run(daemon.nightly_report())
+    daemon.engine.dispose()
+
+    assert (True, False) == (other.held, daemon.lease.held)
+    assert not out.exists() or [] == list(out.iterdir())
 
 
 def test_the_html_report_shows_the_six_verdicts_and_their_next_moves(seeded: Store) -> None:
