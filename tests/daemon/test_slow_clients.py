@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -63,36 +64,45 @@ def _stored_threads(db_url: str) -> set[str]:
     return threads
 
 
+@contextmanager
+def _dribbling(sock: socket.socket, byte: bytes, on: bool) -> Iterator[None]:
+    """While inside: when `on`, a byte now and then: alive, but never finishing."""
+    stop = threading.Event()
+
+    def dribble() -> None:
+        while not stop.wait(0.2):
+            try:
+                sock.sendall(byte)
+            except OSError:
+                return
+
+    dribbler = threading.Thread(target=dribble)
+    if on:
+        dribbler.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if on:
+            dribbler.join()
+
+
 @pytest.mark.parametrize("trickle", [False, True], ids=["stalled-body", "trickling-body"])
 def test_a_body_not_received_in_time_is_408_stores_nothing_and_others_are_served(
     server: Server, trickle: bool
 ) -> None:
     # Whole lines of a unit, each of which would be stored if the partial body were taken.
     partial = _unit(1)
-    stop = threading.Event()
     with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as slow:
         slow.sendall(_headers(server, len(partial) + 50_000) + partial)
-
-        def dribble() -> None:  # a byte now and then: alive, but never finishing
-            while not stop.wait(0.2):
-                try:
-                    slow.sendall(b" ")
-                except OSError:
-                    return
-
-        dribbler = threading.Thread(target=dribble)
-        if trickle:
-            dribbler.start()
-        other = httpx.post(
-            f"{server.url}/v1/events",
-            content=_unit(2),
-            headers={"content-type": "application/x-ndjson"},
-            timeout=PATIENCE,
-        )
-        status, headers, body = _answer(slow)
-        stop.set()
-        if trickle:
-            dribbler.join()
+        with _dribbling(slow, b" ", trickle):
+            other = httpx.post(
+                f"{server.url}/v1/events",
+                content=_unit(2),
+                headers={"content-type": "application/x-ndjson"},
+                timeout=PATIENCE,
+            )
+            status, headers, body = _answer(slow)
 
     assert 408 == status
     assert "close" == headers.get("connection")
@@ -107,25 +117,11 @@ def test_a_request_head_not_received_in_time_is_408_and_the_connection_closed(
     server: Server, trickle: bool
 ) -> None:
     host = server.url.removeprefix("http://")
-    stop = threading.Event()
     with socket.create_connection(("127.0.0.1", int(host.rsplit(":", 1)[1]))) as slow:
         slow.sendall(f"POST /v1/events HTTP/1.1\r\nHost: {host}\r\nX-Slow: ".encode())
-
-        def dribble() -> None:  # a header byte now and then, never the end of the head
-            while not stop.wait(0.2):
-                try:
-                    slow.sendall(b"a")
-                except OSError:
-                    return
-
-        dribbler = threading.Thread(target=dribble)
-        if trickle:
-            dribbler.start()
-        other = httpx.get(f"{server.url}/v1/waits", timeout=PATIENCE)
-        status, headers, body = _answer(slow)
-        stop.set()
-        if trickle:
-            dribbler.join()
+        with _dribbling(slow, b"a", trickle):  # never the end of the head
+            other = httpx.get(f"{server.url}/v1/waits", timeout=PATIENCE)
+            status, headers, body = _answer(slow)
 
     assert 408 == status
     assert "close" == headers.get("connection")
