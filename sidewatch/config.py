@@ -314,20 +314,23 @@ def _nats(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) 
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})$")
 
 
-def _size(section: Mapping[str, Any], key: str, default: int, problems: list[str]) -> int:
+def _whole(
+    section: Mapping[str, Any], key: str, default: int, problems: list[str], least: int, unit: str
+) -> int:
+    """server.`key`: a whole number of `unit`, at least `least` (the default when absent)."""
     v = section.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1024:
-        problems.append(f"server.{key}: must be a number of bytes, at least 1024")
+    if isinstance(v, bool) or not isinstance(v, int) or v < least:
+        problems.append(f"server.{key}: must be a {unit}, at least {least}")
         return default
     return v
+
+
+def _size(section: Mapping[str, Any], key: str, default: int, problems: list[str]) -> int:
+    return _whole(section, key, default, problems, 1024, "number of bytes")
 
 
 def _lines(section: Mapping[str, Any], key: str, default: int, problems: list[str]) -> int:
-    v = section.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        problems.append(f"server.{key}: must be a whole number of lines, at least 1")
-        return default
-    return v
+    return _whole(section, key, default, problems, 1, "whole number of lines")
 
 
 def _tokens(

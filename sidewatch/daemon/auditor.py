@@ -85,7 +85,6 @@ class Auditor:
             self._acc(self.decision, policy, DECISION_BUCKETS).observe(seconds)
         for policy, seconds in totals.resume_latencies:
             self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
-        self.ingest_totals = (totals.ingested, totals.rejected)
         self.ingest.catch_up(totals.ingested, totals.rejected)
         self.snapshot = self._snapshot()
 

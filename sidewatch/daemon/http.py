@@ -10,7 +10,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,13 +57,13 @@ class AppState:
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     return Response(
         orjson.dumps(body), status_code=status, headers=headers, media_type="application/json"
     )
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     return _json({"error": message}, status, headers)
 
 
@@ -206,9 +207,9 @@ def ingest(
     if encoding == "gzip" or body[:2] == b"\x1f\x8b":
         body = gunzip(body, cfg.max_inflated_bytes)
     now = int(time.time() * 1000) if received_at is None else received_at
-
-    def unit() -> IngestSummary:
-        return ingest_unit(
+    sqlite = app.store.engine.dialect.name == "sqlite"
+    with app.write_lock if sqlite else nullcontext():
+        summary = ingest_unit(
             app.store,
             source,
             body,
@@ -219,12 +220,6 @@ def ingest(
             cfg.max_line_bytes,
             key,
         )
-
-    if app.store.engine.dialect.name == "sqlite":
-        with app.write_lock:
-            summary = unit()
-    else:
-        summary = unit()
     app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
     return summary
 
@@ -330,12 +325,7 @@ def _ping(store: Store) -> None:
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own errors (no such route, wrong method) as JSON too, like every answer."""
     assert isinstance(exc, HTTPException)
-    return Response(
-        orjson.dumps({"error": str(exc.detail)}),
-        status_code=exc.status_code,
-        headers=exc.headers,
-        media_type="application/json",
-    )
+    return _error(exc.status_code, str(exc.detail), exc.headers)
 
 
 def create_app(state: AppState, lifespan: Any = None) -> Starlette:

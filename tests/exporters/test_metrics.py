@@ -75,9 +75,7 @@ def seeded(store: Store) -> Store:
 def scrape(auditor: Auditor) -> str:
     """What `/metrics` serves: a fresh registry holding only the snapshot collector."""
     registry = CollectorRegistry()
-    registry.register(
-        SnapshotCollector(lambda: auditor.snapshot, IngestCounters(*auditor.ingest_totals))
-    )
+    registry.register(SnapshotCollector(lambda: auditor.snapshot, auditor.ingest))
     return generate_latest(registry).decode()
 
 
