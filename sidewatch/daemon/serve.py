@@ -111,8 +111,9 @@ class Daemon:
         self.store = Store(self.engine)
         traces = from_environment(os.environ)
         self.tracer_provider = traces[1] if traces else None
-        # Held a little longer than a renewal period and a half: a standby claims every half
-        # interval, so it takes over within two intervals of the holder's last renewal.
+        # Held 1.25 intervals and renewed every half interval (2.5 renewals per lease); a
+        # standby also claims every half interval, so it takes over within 1.75 intervals of
+        # the holder's last renewal.
         self.lease = AuditLease(self.engine, ttl_ms=config.audit_interval_ms * 5 // 4)
         try:  # before the counters load: a replica that takes the lease now needs no reload
             self.lease.claim()
