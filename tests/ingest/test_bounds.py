@@ -5,12 +5,16 @@ longer than the store's columns (`invalid_id`). A line is rejected whole: no fac
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sidewatch.exporters.prometheus import REJECT_REASONS
 from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.bounds import DIGEST_MAX, EARLIEST_MS, ID_MAX, LATEST_MS, REQUEST_ID_MAX
 from sidewatch.ingest.reader import frame
@@ -352,3 +356,33 @@ def test_an_adk_confirmation_naming_a_bad_original_call_is_not_read_as_one() -> 
 
     ids = [getattr(f, "tool_call_id", None) for f in result.facts]
     assert "c\x00" not in ids
+
+
+# -- the reasons, as bounded labels -----------------------------------------------------------
+
+
+def reasons_in_ingest_code() -> set[str]:
+    """The first string argument of every `_LineError`/`EvidenceError` and the reason of every
+    `Reject` built in sidewatch/ingest."""
+    found: set[str] = set()
+    for path in (Path(__file__).resolve().parents[2] / "sidewatch" / "ingest").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+                continue
+            at = {"_LineError": 0, "EvidenceError": 0, "Reject": 1}.get(node.func.id)
+            if at is not None and len(node.args) > at:
+                arg = node.args[at]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    found.add(arg.value)
+    return found
+
+
+def test_every_reject_reason_is_a_metric_label_and_listed_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if "`sidewatch_rejected_lines_total`" in line)
+
+    reasons = reasons_in_ingest_code()
+
+    assert {"time_out_of_range", "invalid_id", "not_json", "too_long"} <= reasons
+    assert reasons == set(REJECT_REASONS)
+    assert reasons == set(re.findall(r"`([a-z_]+)`", row.split("`reason`")[1]))
