@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
-from ag_ui.core import EventType, RunAgentInput, RunFinishedInterruptOutcome
+from ag_ui.core import EventType, Interrupt, RunAgentInput, RunFinishedInterruptOutcome
 from pydantic import BaseModel, ValidationError
 
 from sidewatch.core.facts import (
@@ -399,16 +399,7 @@ class Interpreter:
             RunFinishedInterruptOutcome, outcome, "RUN_FINISHED: outcome"
         ).interrupts
         for i, it in enumerate(interrupts):  # all checked before the first fact
-            where = f"RUN_FINISHED: outcome.interrupts.{i}"
-            _checked(it.id, f"{where}: id")
-            _checked(it.reason, f"{where}: reason")
-            _checked_or_none(it.tool_call_id, f"{where}: toolCallId")
-            _check_expiry(it.expires_at, f"{where}: expiresAt")
-            meta = it.metadata if isinstance(it.metadata, dict) else {}
-            _checked_or_none(
-                _str_or_none(meta.get("requestId")), f"{where}: metadata.requestId", REQUEST_ID_MAX
-            )
-            _checked_or_none(_meta_digest(meta), f"{where}: metadata digest", DIGEST_MAX)
+            _check_interrupt(it, f"RUN_FINISHED: outcome.interrupts.{i}")
         self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
         seen: set[str] = set()
         for it in interrupts:
@@ -659,6 +650,18 @@ def _checked(value: str, where: str, limit: int = ID_MAX) -> str:
 def _checked_or_none(value: str | None, where: str, limit: int = ID_MAX) -> None:
     if value is not None:
         _checked(value, where, limit)
+
+
+def _check_interrupt(it: Interrupt, where: str) -> None:
+    """The stored values of a 1.0 interrupt: its ids, reason, expiry and metadata."""
+    _checked(it.id, f"{where}: id")
+    _checked(it.reason, f"{where}: reason")
+    _checked_or_none(it.tool_call_id, f"{where}: toolCallId")
+    _check_expiry(it.expires_at, f"{where}: expiresAt")
+    meta = it.metadata if isinstance(it.metadata, dict) else {}
+    request_id = _str_or_none(meta.get("requestId"))
+    _checked_or_none(request_id, f"{where}: metadata.requestId", REQUEST_ID_MAX)
+    _checked_or_none(_meta_digest(meta), f"{where}: metadata digest", DIGEST_MAX)
 
 
 def _check_expiry(raw: str | None, where: str) -> None:
