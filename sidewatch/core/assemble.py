@@ -69,7 +69,10 @@ class ThreadWaits:
 
 def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     """Every wait of the thread with its timeline, in the order the waits were announced."""
-    calls = {c.tool_call_id: c for c in facts.tool_calls}
+    # A call id may come back in a later run of the thread: an interrupt's gated call is the
+    # one of its own run, else the latest with that id.
+    calls = {(c.run_id, c.tool_call_id): c for c in facts.tool_calls}
+    latest = {c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))}
     facts = _first_tool_message_answers(facts)
     by_id: dict[str, list[_Wait]] = {}
     waits: list[_Wait] = []
@@ -83,7 +86,9 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         ):
             last.runs.add(f.run_id)  # announced again: the same wait
             continue
-        call = calls.get(f.tool_call_id) if f.tool_call_id else None
+        call = None
+        if f.tool_call_id is not None:
+            call = calls.get((f.run_id, f.tool_call_id)) or latest.get(f.tool_call_id)
         default_id = f"{f.thread_id}/{f.interrupt_id}"
         if last is not None:
             default_id += f"@{f.run_id}"  # an id reused after the earlier wait closed

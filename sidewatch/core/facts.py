@@ -50,6 +50,7 @@ class InterruptFact:
 class ToolCallFact:
     """A tool call's name and action digest; its arguments are never kept."""
 
+    thread_id: str
     tool_call_id: str
     run_id: str
     name: str

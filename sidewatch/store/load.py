@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, or_, select
 
 from sidewatch.core.facts import (
     AnswerFact,
@@ -28,6 +28,7 @@ from sidewatch.core.facts import (
 )
 from sidewatch.core.model import Code
 from sidewatch.store.auditstate import key_lookups
+from sidewatch.store.models import DirtyThread, InterruptRow, WaitState, table_of
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -101,10 +102,8 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     threads = list(interrupts)
     where_ids = threads if thread_ids is not None else []
     by_ref: dict[str, str] = {}  # every requestId a wait may have -> its thread
-    run_thread: dict[str, str] = {}
     for thread, its in interrupts.items():
         for i in its:
-            run_thread[i.run_id] = thread
             by_ref[f"{thread}/{i.interrupt_id}"] = thread
             by_ref[f"{thread}/{i.interrupt_id}@{i.run_id}"] = thread
             if i.request_id is not None:
@@ -113,13 +112,9 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     runs: dict[str, list[RunFact]] = defaultdict(list)
     for r in _select(conn, "run_fact", RunFact, where, where_ids):
         runs[r[1]].append(RunFact(r[0], r[1], _MARKS[r[2]], r[3], r[4]))
-        run_thread.setdefault(r[0], r[1])
-    calls: dict[str, list[ToolCallFact]] = defaultdict(list)
-    call_where = "run_id" if thread_ids is not None else ""
-    for r in _select(conn, "tool_call", ToolCallFact, call_where, list(run_thread)):
-        call_thread = run_thread.get(r[1])
-        if call_thread is not None and call_thread in interrupts:
-            calls[call_thread].append(ToolCallFact(*r))
+    calls = _grouped(
+        _select(conn, "tool_call", ToolCallFact, where, where_ids), 0, lambda r: ToolCallFact(*r)
+    )
     answers = _grouped(
         _select(conn, "answer", AnswerFact, where, where_ids),
         0,
@@ -197,3 +192,35 @@ def _signal_rows(conn: Connection, threads: list[str] | None, refs: list[str]) -
             if r[11] not in seen:  # the natural key: a signal may match both ways
                 seen.add(r[11])
                 yield r
+
+
+def threads_of_refs(conn: Connection, refs: Collection[str]) -> set[str]:
+    """The threads whose waits these requestIds name, looked up and never parsed (ids may hold
+    `/` and `@`): a producer's `metadata.requestId`, else the auditor's record of the wait,
+    else the default forms `{threadId}/{interruptId}[@{runId}]` of the interrupts on threads
+    the auditor has not classified since (every wait is recorded, or its thread is dirty)."""
+    interrupt, state, dirty = table_of(InterruptRow), table_of(WaitState), table_of(DirtyThread)
+    rest = set(refs)
+    out: set[str] = set()
+    for column, thread in (
+        (interrupt.c.request_id, interrupt.c.thread_id),
+        (state.c.request_id, state.c.thread_id),
+    ):
+        for part in _chunks(sorted(rest)):
+            for ref, owner in conn.execute(select(column, thread).where(column.in_(part))):
+                rest.discard(ref)
+                out.add(owner)
+    default = interrupt.c.thread_id + "/" + interrupt.c.interrupt_id
+    for part in _chunks(sorted(rest)):
+        query = (
+            select(interrupt.c.thread_id)
+            .join(dirty, dirty.c.thread_id == interrupt.c.thread_id)
+            .where(or_(default.in_(part), (default + "@" + interrupt.c.run_id).in_(part)))
+        )
+        out.update(str(r[0]) for r in conn.execute(query))
+    return out
+
+
+def _chunks(ids: list[str]) -> Iterator[list[str]]:
+    for k in range(0, len(ids), CHUNK):
+        yield ids[k : k + CHUNK]

@@ -30,7 +30,7 @@ from sidewatch.core.facts import (
 )
 from sidewatch.errors import StoreError
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
-from sidewatch.store.load import load_threads
+from sidewatch.store.load import load_threads, threads_of_refs
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -131,25 +131,9 @@ class UnitWriter:
                 if thread is not None:
                     threads.add(thread)
         if refs:
-            threads |= _threads_of_refs(self.conn, refs)
+            threads |= threads_of_refs(self.conn, refs)
         if threads:
             self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY), [(t,) for t in threads])
-
-
-def _threads_of_refs(conn: Connection, refs: set[str]) -> set[str]:
-    """The threads whose waits a requestId may name: by metadata.requestId, else by the
-    default `{threadId}/{interruptId}[@{runId}]` form."""
-    table = table_of(InterruptRow)
-    found = {
-        r[1]: r[0]
-        for r in conn.execute(
-            select(table.c.thread_id, table.c.request_id).where(table.c.request_id.in_(refs))
-        )
-    }
-    out = set(found.values())
-    for ref in refs - set(found):
-        out.add(ref.split("@", 1)[0].rsplit("/", 1)[0])
-    return out
 
 
 def _finding_row(f: Any) -> tuple[Any, ...]:
@@ -256,6 +240,14 @@ class Store:
                 )
             }
         return int(n), int(accepted), int(skipped), rejected
+
+    def threads_of(self, request_id: str) -> set[str]:
+        """The threads whose waits may have this requestId (see load.threads_of_refs)."""
+        try:
+            with self.engine.connect() as conn:
+                return threads_of_refs(conn, [request_id])
+        except OperationalError as e:
+            raise StoreError(f"store unavailable: {e.orig}") from e
 
     def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
         """Every thread (or the named ones) that has announced a wait, with all its facts."""
