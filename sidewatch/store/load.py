@@ -194,11 +194,12 @@ def _signal_rows(conn: Connection, threads: list[str] | None, refs: list[str]) -
                 yield r
 
 
-def threads_of_refs(conn: Connection, refs: Collection[str]) -> set[str]:
+def threads_of_refs(conn: Connection, refs: Collection[str], unrecorded: bool = True) -> set[str]:
     """The threads whose waits these requestIds name, looked up and never parsed (ids may hold
     `/` and `@`): a producer's `metadata.requestId`, else the auditor's record of the wait,
-    else the default forms `{threadId}/{interruptId}[@{runId}]` of the interrupts on threads
-    the auditor has not classified since (every wait is recorded, or its thread is dirty)."""
+    else (`unrecorded`) the default forms `{threadId}/{interruptId}[@{runId}]` of the
+    interrupts on threads the auditor has not classified since: every wait is recorded, or
+    its thread is dirty."""
     interrupt, state, dirty = table_of(InterruptRow), table_of(WaitState), table_of(DirtyThread)
     rest = set(refs)
     out: set[str] = set()
@@ -211,7 +212,7 @@ def threads_of_refs(conn: Connection, refs: Collection[str]) -> set[str]:
                 rest.discard(ref)
                 out.add(owner)
     default = interrupt.c.thread_id + "/" + interrupt.c.interrupt_id
-    for part in _chunks(sorted(rest)):
+    for part in _chunks(sorted(rest) if unrecorded else []):
         query = (
             select(interrupt.c.thread_id)
             .join(dirty, dirty.c.thread_id == interrupt.c.thread_id)

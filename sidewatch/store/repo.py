@@ -131,7 +131,8 @@ class UnitWriter:
                 if thread is not None:
                     threads.add(thread)
         if refs:
-            threads |= threads_of_refs(self.conn, refs)
+            # A wait not recorded yet is on a dirty thread already: its default forms need no look.
+            threads |= threads_of_refs(self.conn, refs, unrecorded=False)
         if threads:
             self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY), [(t,) for t in threads])
 

@@ -12,10 +12,13 @@ import pytest
 from sqlalchemy import Engine
 
 from sidewatch.config import Config
+from sidewatch.core.facts import RunFact
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.daemon.waits import wait_detail
+from sidewatch.ingest.agui import Interpreter
+from sidewatch.ingest.reader import frame
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 
@@ -42,16 +45,18 @@ def _lines(*lines: dict[str, Any]) -> bytes:
     [
         ("langgraph-approve-resume10", "langgraph-approve-legacy"),
         ("langgraph-approve-legacy", "langgraph-approve-resume10"),
+        ("langgraph-approve-legacy+langgraph-approve-resume10",),
     ],
-    ids=["resume10-first", "legacy-first"],
+    ids=["resume10-first", "legacy-first", "one-unit"],
 )
 def test_two_threads_that_number_their_runs_alike_are_both_resumed(
-    db_url: str, order: tuple[str, str]
+    db_url: str, order: tuple[str, ...]
 ) -> None:
     """Both captures use run-1 and run-2 (and the same tool-call id): the issue's reproduction."""
     engine = open_store(db_url)
-    for name in order:
-        _ingest(engine, (PRODUCERS / f"{name}.ndjson").read_bytes(), NOW - 60_000)
+    for unit in order:
+        body = b"\n".join((PRODUCERS / f"{n}.ndjson").read_bytes() for n in unit.split("+"))
+        _ingest(engine, body, NOW - 60_000)
 
     verdicts = {
         a.evidence.thread_id: a.verdict.state.value
@@ -135,6 +140,13 @@ def _story(at: int) -> bytes:
     )
 
 
+def _interleaved(at: int) -> bytes:
+    """One unit: each thread starts its run and streams its tool call (all three with the same
+    call id) before any of the runs stops on its interrupt."""
+    asked = [_asked(t, at) for t in THREADS]
+    return _lines(*(line for a in asked for line in a[:-1]), *(a[-1] for a in asked))
+
+
 def _by_thread(engine: Engine, at: int) -> dict[str, tuple[str, str, str | None]]:
     return {
         a.evidence.thread_id: (a.evidence.request_id, a.verdict.state.value, a.evidence.action)
@@ -142,12 +154,16 @@ def _by_thread(engine: Engine, at: int) -> dict[str, tuple[str, str, str | None]
     }
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["one-unit", "unit-per-thread"])
+@pytest.mark.parametrize("split", ["one-unit", "unit-per-thread", "interleaved"])
 def test_threads_with_odd_ids_that_share_run_interrupt_and_call_ids_keep_their_own_waits(
-    db_url: str, split: bool
+    db_url: str, split: str
 ) -> None:
     engine = open_store(db_url)
-    if split:
+    if split == "interleaved":
+        _ingest(engine, _interleaved(NOW), NOW)
+        answers = _answered(THREADS[0], True, NOW + MIN) + _answered(THREADS[1], False, NOW + MIN)
+        _ingest(engine, _lines(*answers), NOW + MIN)
+    elif split == "unit-per-thread":
         for i, thread in enumerate(THREADS):
             answer = _answered(thread, i == 0, NOW + MIN) if i < 2 else []
             _ingest(engine, _lines(*_asked(thread, NOW), *answer), NOW)
@@ -208,3 +224,21 @@ def test_one_wait_is_found_by_its_request_id_before_any_tick(db_url: str, thread
 
     assert body is not None
     assert (thread, RUN1, f"deploy {thread}") == (body["threadId"], body["runId"], body["action"])
+
+
+def test_a_run_id_alone_that_two_threads_of_the_unit_use_is_refused_not_guessed() -> None:
+    """`run-1` is a run of two threads in this unit: a line naming only the run id cannot say
+    which, and is rejected; naming the run in context is still that run."""
+    body = _lines(
+        {"type": "RUN_STARTED", "threadId": THREADS[0], "runId": RUN1},
+        {"type": "RUN_STARTED", "threadId": THREADS[1], "runId": RUN1},
+        {"type": "RUN_STARTED", "threadId": THREADS[2], "runId": RUN2},
+        {"type": "RUN_ERROR", "runId": RUN1, "message": "boom"},
+        {"type": "RUN_ERROR", "runId": RUN2, "message": "boom"},
+    )
+
+    result = Interpreter(NOW, 0, lambda ref: ref).read(frame(body))
+
+    assert [(4, "no_run_context")] == [(r.line, r.reason) for r in result.rejects]
+    errors = [(f.thread_id, f.run_id) for f in result.facts if isinstance(f, RunFact)][3:]
+    assert [(THREADS[2], RUN2)] == errors
