@@ -111,12 +111,12 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         if a.interrupt_id not in by_id and not any(d.run_id == a.run_id for _, d in extra):
             findings.append(
                 FindingFact(
-                    "answer_unknown_interrupt",
-                    a.at,
-                    a.seq,
-                    facts.thread_id,
-                    a.run_id,
-                    a.interrupt_id,
+                    rule="answer_unknown_interrupt",
+                    at=a.at,
+                    seq=a.seq,
+                    thread_id=facts.thread_id,
+                    run_id=a.run_id,
+                    interrupt_id=a.interrupt_id,
                 )
             )
     evidence = []
@@ -294,7 +294,15 @@ def _legacy_answers(
         entries = [(hashed[h], Code(c), d) for h, c, d in orjson.loads(lr.entries) if h in hashed]
         if entries:
             answers += [
-                AnswerFact(facts.thread_id, lr.run_id, i, c, lr.at, lr.seq, d)
+                AnswerFact(
+                    thread_id=facts.thread_id,
+                    run_id=lr.run_id,
+                    interrupt_id=i,
+                    code=c,
+                    at=lr.at,
+                    seq=lr.seq,
+                    digest=d,
+                )
                 for i, c, d in entries
             ]
             continue
@@ -307,18 +315,27 @@ def _legacy_answers(
         if len(open_then) == 1:
             answers.append(
                 AnswerFact(
-                    facts.thread_id,
-                    lr.run_id,
-                    open_then[0].first.interrupt_id,
-                    lr.code,
-                    lr.at,
-                    lr.seq,
-                    lr.digest,
+                    thread_id=facts.thread_id,
+                    run_id=lr.run_id,
+                    interrupt_id=open_then[0].first.interrupt_id,
+                    code=lr.code,
+                    at=lr.at,
+                    seq=lr.seq,
+                    digest=lr.digest,
                 )
             )
         else:
             rule = "legacy_resume_ambiguous" if open_then else "answer_unknown_interrupt"
-            findings.append(FindingFact(rule, lr.at, lr.seq, facts.thread_id, lr.run_id, None))
+            findings.append(
+                FindingFact(
+                    rule=rule,
+                    at=lr.at,
+                    seq=lr.seq,
+                    thread_id=facts.thread_id,
+                    run_id=lr.run_id,
+                    interrupt_id=None,
+                )
+            )
     return answers, findings
 
 

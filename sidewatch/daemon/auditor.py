@@ -158,7 +158,14 @@ class Auditor:
                 if recorded and verdict.closed:
                     closing.append((ev, verdict))
                 findings += [
-                    FindingFact(rule, now, 0, ev.thread_id, ev.run_id, ev.interrupt_id)
+                    FindingFact(
+                        rule=rule,
+                        at=now,
+                        seq=0,
+                        thread_id=ev.thread_id,
+                        run_id=ev.run_id,
+                        interrupt_id=ev.interrupt_id,
+                    )
                     for rule in verdict.findings
                 ]
         cleared = [(t, marks[t]) for t in threads if t in marks and t not in keep]

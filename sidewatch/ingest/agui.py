@@ -246,7 +246,17 @@ class Interpreter:
         # Calls no interrupt of this unit claimed are kept (name and digest only) for an
         # interrupt that may arrive in a later unit.
         for (thread, run, call_id), (call, digest) in self._ended.items():
-            self._emit(ToolCallFact(thread, call_id, run, call.name, digest, call.at, call.seq))
+            self._emit(
+                ToolCallFact(
+                    thread_id=thread,
+                    tool_call_id=call_id,
+                    run_id=run,
+                    name=call.name,
+                    digest=digest,
+                    at=call.at,
+                    seq=call.seq,
+                )
+            )
         self._ended.clear()
         return self.result
 
@@ -334,7 +344,9 @@ class Interpreter:
         at, seq = self._at(obj), self.seq_base + n
         thread = _checked(inp.thread_id, "RunAgentInput: threadId")
         run = _checked(inp.run_id, "RunAgentInput: runId")
-        facts: list[Fact] = [RunFact(run, thread, RunMark.INPUT, at, seq)]
+        facts: list[Fact] = [
+            RunFact(run_id=run, thread_id=thread, mark=RunMark.INPUT, at=at, seq=seq)
+        ]
         # resume[] wins over the legacy form, as the integrations do
         legacy = None if inp.resume else legacy_resume(inp.forwarded_props)
         if legacy is not None:
@@ -345,14 +357,31 @@ class Interpreter:
             if len(entries) > ENTRIES_MAX:  # hundreds of keys name no interrupts: one answer
                 entries = "[]"
             facts.append(
-                LegacyResumeFact(thread, run, legacy.single, at, seq, legacy.single_digest, entries)
+                LegacyResumeFact(
+                    thread_id=thread,
+                    run_id=run,
+                    code=legacy.single,
+                    at=at,
+                    seq=seq,
+                    digest=legacy.single_digest,
+                    entries=entries,
+                )
             )
         for i, m in enumerate(inp.messages):
             answer = adk_answer(m)
             if answer is not None:  # ADK: a tool message for a confirmation call
                 call_id = _checked(answer[0], f"RunAgentInput: messages.{i}: toolCallId")
                 facts.append(
-                    AnswerFact(thread, run, call_id, answer[1], at, seq, None, "tool_message")
+                    AnswerFact(
+                        thread_id=thread,
+                        run_id=run,
+                        interrupt_id=call_id,
+                        code=answer[1],
+                        at=at,
+                        seq=seq,
+                        digest=None,
+                        via="tool_message",
+                    )
                 )
         for i, entry in enumerate(inp.resume or ()):
             if entry.status == "cancelled":
@@ -362,7 +391,17 @@ class Interpreter:
             where = f"RunAgentInput: resume.{i}"
             interrupt_id = _checked(entry.interrupt_id, f"{where}: interruptId")
             _checked_or_none(digest, f"{where}: payload.approvedActionFingerprint", DIGEST_MAX)
-            facts.append(AnswerFact(thread, run, interrupt_id, code, at, seq, digest))
+            facts.append(
+                AnswerFact(
+                    thread_id=thread,
+                    run_id=run,
+                    interrupt_id=interrupt_id,
+                    code=code,
+                    at=at,
+                    seq=seq,
+                    digest=digest,
+                )
+            )
         self._set_ctx(thread, run)
         self.result.facts.extend(facts)
 
@@ -373,7 +412,11 @@ class Interpreter:
         if obj.get("input") is not None:
             inp = _valid(RunAgentInput, obj["input"], "RUN_STARTED: input")
             self._input(inp, n, {"timestamp": obj.get("timestamp")})
-        self._emit(RunFact(run, thread, RunMark.STARTED, at, self.seq_base + n))
+        self._emit(
+            RunFact(
+                run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=self.seq_base + n
+            )
+        )
         return "run"
 
     def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
@@ -385,17 +428,30 @@ class Interpreter:
         if kind is None or kind == "success":
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
-            self._emit(RunFact(run, thread, RunMark.FINISHED, at, seq))
+            self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.FINISHED, at=at, seq=seq))
             return "run"
         if kind == "cancelled":
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
-            self._emit(RunFact(run, thread, RunMark.CANCELLED, at, seq))
+            self._emit(
+                RunFact(run_id=run, thread_id=thread, mark=RunMark.CANCELLED, at=at, seq=seq)
+            )
             return "run"
         if kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts"):
             # The protocol requires at least one interrupt; the run still ended.
-            self._emit(FindingFact("interrupt_outcome_empty", at, seq, thread, run, None))
-            self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
+            self._emit(
+                FindingFact(
+                    rule="interrupt_outcome_empty",
+                    at=at,
+                    seq=seq,
+                    thread_id=thread,
+                    run_id=run,
+                    interrupt_id=None,
+                )
+            )
+            self._emit(
+                RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq)
+            )
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
             return "interrupt"
@@ -409,25 +465,32 @@ class Interpreter:
         ).interrupts
         for i, it in enumerate(interrupts):  # all checked before the first fact
             _check_interrupt(it, f"RUN_FINISHED: outcome.interrupts.{i}")
-        self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
+        self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq))
         seen: set[str] = set()
         for it in interrupts:
             if it.id in seen:
-                self._emit(FindingFact("duplicate_interrupt_id", at, seq, thread, run, it.id))
+                self._emit(
+                    FindingFact(
+                        rule="duplicate_interrupt_id",
+                        at=at,
+                        seq=seq,
+                        thread_id=thread,
+                        run_id=run,
+                        interrupt_id=it.id,
+                    )
+                )
             seen.add(it.id)
             meta = it.metadata if isinstance(it.metadata, dict) else {}
             self._announce(
-                thread,
-                run,
-                it.id,
-                at,
-                seq,
-                it.reason,
-                it.tool_call_id,
-                it.expires_at,
-                meta,
-                None,
-                None,
+                thread=thread,
+                run=run,
+                interrupt_id=it.id,
+                at=at,
+                seq=seq,
+                reason=it.reason,
+                tool_call_id=it.tool_call_id,
+                expires_raw=it.expires_at,
+                meta=meta,
             )
         self._flush_legacy(thread, run, [it.id for it in interrupts])
         self._flush_adk(thread, run, [it.id for it in interrupts])
@@ -435,6 +498,7 @@ class Interpreter:
 
     def _announce(
         self,
+        *,
         thread: str,
         run: str,
         interrupt_id: str,
@@ -442,13 +506,14 @@ class Interpreter:
         seq: int,
         reason: str | None,
         tool_call_id: str | None,
-        expires_raw: str | None,
-        meta: dict[str, Any],
-        action: str | None,
-        digest: str | None,
+        expires_raw: str | None = None,
+        meta: dict[str, Any] | None = None,
+        action: str | None = None,
+        digest: str | None = None,
     ) -> None:
         """One interrupt of a run, as a fact: its action is the gated call seen in this unit
         (or the dialect's own), its digest the producer's fingerprint or the computed one."""
+        meta = {} if meta is None else meta
         original = self._adk.get((thread, tool_call_id or "")) or adk_original_of_meta(meta)
         tool_result_receipt = original is not None
         if original is not None:  # ADK: the action is the call awaiting confirmation
@@ -462,7 +527,16 @@ class Interpreter:
                 action, digest = claimed[0].name, digest or claimed[1]
         expires = _parse_time(expires_raw) if expires_raw is not None else None
         if expires_raw is not None and expires is None:
-            self._emit(FindingFact("expires_at_unparsable", at, seq, thread, run, interrupt_id))
+            self._emit(
+                FindingFact(
+                    rule="expires_at_unparsable",
+                    at=at,
+                    seq=seq,
+                    thread_id=thread,
+                    run_id=run,
+                    interrupt_id=interrupt_id,
+                )
+            )
         self._emit(
             InterruptFact(
                 thread_id=thread,
@@ -497,13 +571,27 @@ class Interpreter:
         for call_id, at, seq in self._adk_pending.pop((thread, run), []):
             if call_id not in announced:
                 self._announce(
-                    thread, run, call_id, at, seq, "confirmation", call_id, None, {}, None, None
+                    thread=thread,
+                    run=run,
+                    interrupt_id=call_id,
+                    at=at,
+                    seq=seq,
+                    reason="confirmation",
+                    tool_call_id=call_id,
                 )
 
     def _run_error(self, n: int, obj: dict[str, Any]) -> str:
         _need(obj, "message", "RUN_ERROR")  # read for validity only: never kept
         thread, run = self._run(obj, "RUN_ERROR")
-        self._emit(RunFact(run, thread, RunMark.ERROR, self._at(obj), self.seq_base + n))
+        self._emit(
+            RunFact(
+                run_id=run,
+                thread_id=thread,
+                mark=RunMark.ERROR,
+                at=self._at(obj),
+                seq=self.seq_base + n,
+            )
+        )
         return "run"
 
     # -- tool calls: only the name and digest survive ----------------------------------
@@ -545,7 +633,15 @@ class Interpreter:
     def _tool_result(self, n: int, obj: dict[str, Any]) -> str:
         call_id = _id(obj, "toolCallId", "TOOL_CALL_RESULT")
         thread, run = self._run(obj, "TOOL_CALL_RESULT")
-        self._emit(ToolResultFact(thread, run, call_id, self._at(obj), self.seq_base + n))
+        self._emit(
+            ToolResultFact(
+                thread_id=thread,
+                run_id=run,
+                tool_call_id=call_id,
+                at=self._at(obj),
+                seq=self.seq_base + n,
+            )
+        )
         return "tool_call"
 
     def _end_call(self, call_id: str) -> None:
@@ -593,23 +689,27 @@ class Interpreter:
                     interrupt_id = f"{run}#{unnamed}"
                     self._emit(
                         FindingFact(
-                            "legacy_interrupt_without_id", at, seq, thread, run, interrupt_id
+                            rule="legacy_interrupt_without_id",
+                            at=at,
+                            seq=seq,
+                            thread_id=thread,
+                            run_id=run,
+                            interrupt_id=interrupt_id,
                         )
                     )
             if interrupt_id in announced:
                 continue  # the outcome says it all, and more
             self._announce(
-                thread,
-                run,
-                interrupt_id,
-                at,
-                seq,
-                legacy.reason,
-                legacy.tool_call_id,
-                legacy.expires_at,
-                {},
-                legacy.action,
-                legacy.digest,
+                thread=thread,
+                run=run,
+                interrupt_id=interrupt_id,
+                at=at,
+                seq=seq,
+                reason=legacy.reason,
+                tool_call_id=legacy.tool_call_id,
+                expires_raw=legacy.expires_at,
+                action=legacy.action,
+                digest=legacy.digest,
             )
 
     # -- CUSTOM: sidewatch evidence events ------------------------------------------------
