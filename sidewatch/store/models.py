@@ -15,6 +15,7 @@ from sqlalchemy import BigInteger, Index, Table, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 Ms = BigInteger  # ms since the epoch and arrival sequences outgrow 32 bits
+REQUEST_ID_COLUMN = 640  # a wait's requestId: a producer's (500 at most) or a default one
 
 
 def table_of(model: Any) -> Table:
@@ -208,7 +209,9 @@ class WaitState(SQLModel, table=True):
         Index("ix_wait_state_due", "due_at"),
         Index("ix_wait_state_open_since", "closed", "state", "since"),
     )
-    request_id: str = Field(primary_key=True, max_length=512)
+    # The longest requestId sidewatch makes, `{threadId}/{interruptId}@{runId}` of ids of the
+    # longest accepted length (200), is 602 characters.
+    request_id: str = Field(primary_key=True, max_length=REQUEST_ID_COLUMN)
     thread_id: str = Field(max_length=256, index=True)
     policy: str = Field(max_length=128)
     state: str = Field(max_length=32)
@@ -227,7 +230,7 @@ class TransitionRow(SQLModel, table=True):
 
     __tablename__ = "transition"
     id: int | None = Field(default=None, primary_key=True)
-    request_id: str = Field(max_length=512, index=True)
+    request_id: str = Field(max_length=REQUEST_ID_COLUMN, index=True)
     from_state: str | None = Field(default=None, max_length=32)
     to_state: str = Field(max_length=32)
     at: int = Field(sa_type=Ms, index=True)

@@ -18,6 +18,7 @@ from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.daemon.waits import wait_detail
 from sidewatch.ingest.agui import Interpreter
+from sidewatch.ingest.bounds import ID_MAX
 from sidewatch.ingest.reader import frame
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -242,3 +243,50 @@ def test_a_run_id_alone_that_two_threads_of_the_unit_use_is_refused_not_guessed(
     assert [(4, "no_run_context")] == [(r.line, r.reason) for r in result.rejects]
     errors = [(f.thread_id, f.run_id) for f in result.facts if isinstance(f, RunFact)][3:]
     assert [(THREADS[2], RUN2)] == errors
+
+
+def test_the_longest_default_request_id_is_recorded(db_url: str) -> None:
+    """Ids of the longest accepted length, an interrupt id reused after its wait closed: the
+    new wait's default requestId `{threadId}/{interruptId}@{runId}` is 602 characters, and
+    the auditor records it on both stores."""
+    thread, interrupt = "t" * ID_MAX, "i" * ID_MAX
+    first, answer, again = "a" * ID_MAX, "b" * ID_MAX, "c" * ID_MAX
+    outcome = {"type": "interrupt", "interrupts": [{"id": interrupt, "reason": "tool_call"}]}
+    resume = {"interruptId": interrupt, "status": "resolved", "payload": {"approved": False}}
+    body = _lines(
+        {"type": "RUN_STARTED", "threadId": thread, "runId": first, "timestamp": NOW},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": first,
+            "outcome": outcome,
+            "timestamp": NOW,
+        },
+        {
+            "threadId": thread,
+            "runId": answer,
+            "messages": [],
+            "resume": [resume],
+            "timestamp": NOW + 1,
+        },
+        {"type": "RUN_STARTED", "threadId": thread, "runId": again, "timestamp": NOW + 2},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": again,
+            "outcome": outcome,
+            "timestamp": NOW + 2,
+        },
+    )
+    engine = open_store(db_url)
+    _ingest(engine, body, NOW)
+    auditor = Auditor(Store(engine), (QUIET,))
+
+    auditor.tick(NOW + MIN)
+    got = {r: s.state for r, s in auditor.state.states([thread]).items()}
+    engine.dispose()
+
+    assert {
+        f"{thread}/{interrupt}": "CLOSED_BY_DECLINE",
+        f"{thread}/{interrupt}@{again}": "WAITING",
+    } == got

@@ -4,7 +4,8 @@ Every run-scoped natural key gains the thread (a run is `(threadId, runId)`): ru
 answers, legacy resumes, tool calls and tool results. Tool calls had no thread column: each
 row takes the thread of the interrupt in its run that names the call, else of its run's facts.
 Every row is kept; rows a collision already cost (the old key refused them) are not stored
-anywhere and cannot come back.
+anywhere and cannot come back. The auditor's requestId columns widen to hold the longest
+default requestId.
 
 Revision ID: 0006
 Revises: 0005
@@ -89,11 +90,16 @@ def upgrade() -> None:
     for table, (old, new, name) in _KEYS.items():
         # Each new key holds the old one's columns and more: no stored row can violate it.
         _rekey(table, old, new, name)
+    # A default requestId of three 200-character ids is 602 characters.
+    for table in ("wait_state", "transition"):
+        with op.batch_alter_table(table) as batch_op:
+            batch_op.alter_column("request_id", existing_type=sa.String(512), type_=sa.String(640))
 
 
 def downgrade() -> None:
     """Back to run-only keys: of the rows that now share one, the first stored is kept (what
-    the old keys kept at ingest); the others are deleted, as the old schema cannot hold them."""
+    the old keys kept at ingest); the others are deleted, as the old schema cannot hold them.
+    A recorded requestId longer than 512 characters makes PostgreSQL refuse the downgrade."""
     for table, (old, _new, name) in _KEYS.items():
         same = " AND ".join(f"o.{c} = {table}.{c}" for c in old)
         op.execute(
@@ -103,6 +109,9 @@ def downgrade() -> None:
         with op.batch_alter_table(table) as batch_op:
             batch_op.drop_constraint(name, type_="unique")
             batch_op.create_unique_constraint(f"uq_{table}_{'_'.join(old)}", old)
+    for table in ("wait_state", "transition"):
+        with op.batch_alter_table(table) as batch_op:
+            batch_op.alter_column("request_id", existing_type=sa.String(640), type_=sa.String(512))
     with op.batch_alter_table("tool_call") as batch_op:
         batch_op.drop_index("ix_tool_call_thread_id")
         batch_op.drop_column("thread_id")
