@@ -22,6 +22,7 @@ from sidewatch.ingest.bounds import ID_MAX
 from sidewatch.ingest.reader import frame
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from tests.ingest.test_producers import ADK, LANGGRAPH
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
 NOW = 1_785_083_400_000
@@ -290,3 +291,37 @@ def test_the_longest_default_request_id_is_recorded(db_url: str) -> None:
         f"{thread}/{interrupt}": "CLOSED_BY_DECLINE",
         f"{thread}/{interrupt}@{again}": "WAITING",
     } == got
+
+
+CAPTURES = {**LANGGRAPH, **ADK}
+
+
+@pytest.mark.parametrize("one_unit", [True, False], ids=["one-unit", "two-units"])
+@pytest.mark.parametrize(("name", "expected"), CAPTURES.items(), ids=list(CAPTURES))
+def test_a_capture_and_its_twin_thread_each_get_the_verdicts_of_what_happened(
+    db_url: str, name: str, expected: list[tuple[str, str | None, bool]], one_unit: bool
+) -> None:
+    """Every producer capture beside a copy on another thread (an id with `/`, `@` and a
+    space): the two share every run, interrupt and tool-call id, as numbered runs and
+    deterministic producer ids do, and each thread gets the verdicts of the capture alone."""
+    body = (PRODUCERS / f"{name}.ndjson").read_bytes()
+    (thread,) = {
+        f.thread_id
+        for f in Interpreter(NOW, 0, lambda r: r).read(frame(body)).facts
+        if isinstance(f, RunFact)
+    }
+    twin_thread = f"twin/{thread}@eu west"
+    twin = body.replace(f'"{thread}"'.encode(), orjson.dumps(twin_thread))
+    engine = open_store(db_url)
+    for unit in [body + b"\n" + twin] if one_unit else [body, twin]:
+        _ingest(engine, unit, NOW - 60_000)
+
+    got: dict[str, list[tuple[str, str | None, bool]]] = {thread: [], twin_thread: []}
+    for a in audit(Store(engine), (QUIET,), NOW):
+        v = a.verdict
+        got[a.evidence.thread_id].append(
+            (v.state.value, v.facts.decision and v.facts.decision.value, v.uncertain)
+        )
+    engine.dispose()
+
+    assert {thread: expected, twin_thread: expected} == got
