@@ -600,8 +600,9 @@ class Interpreter:
         call_id = _id(obj, "toolCallId", "TOOL_CALL_START")
         name = _id(obj, "toolCallName", "TOOL_CALL_START")
         thread, run = self._run(obj, "TOOL_CALL_START")
-        self._end_call(call_id)  # the same id still open (another thread's): ended, not lost
-        self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
+        at = self._at(obj)
+        self._end_other_run(call_id, thread, run)
+        self._calls[call_id] = _Call(name, thread, run, at, self.seq_base + n, [])
         return "tool_call"
 
     def _tool_args(self, n: int, obj: dict[str, Any]) -> str:
@@ -643,6 +644,13 @@ class Interpreter:
             )
         )
         return "tool_call"
+
+    def _end_other_run(self, call_id: str, thread: str, run: str) -> None:
+        """A call id still open in another thread or run (producers reuse call ids across
+        threads) is ended before the new call takes the id, so that it is kept, not lost."""
+        open_call = self._calls.get(call_id)
+        if open_call is not None and (open_call.thread_id, open_call.run_id) != (thread, run):
+            self._end_call(call_id)
 
     def _end_call(self, call_id: str) -> None:
         call = self._calls.pop(call_id, None)

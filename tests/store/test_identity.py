@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine
 
 from sidewatch.config import Config
-from sidewatch.core.facts import RunFact
+from sidewatch.core.facts import InterruptFact, RunFact
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
@@ -325,3 +325,28 @@ def test_a_capture_and_its_twin_thread_each_get_the_verdicts_of_what_happened(
     engine.dispose()
 
     assert {thread: expected, twin_thread: expected} == got
+
+
+def test_a_call_id_another_thread_opens_while_one_is_open_keeps_both_calls() -> None:
+    """Thread 0 streams `call 1` and, before it ends, thread 1 starts its own `call 1`: the
+    first is ended (with what was streamed) rather than lost, and each interrupt gets its own
+    thread's call."""
+    stop = {
+        "type": "interrupt",
+        "interrupts": [{"id": INTERRUPT, "reason": "tool_call", "toolCallId": CALL}],
+    }
+    body = _lines(
+        {"type": "RUN_STARTED", "threadId": THREADS[0], "runId": RUN1},
+        {"type": "TOOL_CALL_START", "toolCallId": CALL, "toolCallName": "deploy"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": CALL, "delta": "{}"},
+        {"type": "RUN_STARTED", "threadId": THREADS[1], "runId": RUN1},
+        {"type": "TOOL_CALL_START", "toolCallId": CALL, "toolCallName": "rollback"},
+        {"type": "TOOL_CALL_END", "toolCallId": CALL},
+        {"type": "RUN_FINISHED", "threadId": THREADS[0], "runId": RUN1, "outcome": stop},
+        {"type": "RUN_FINISHED", "threadId": THREADS[1], "runId": RUN1, "outcome": stop},
+    )
+
+    result = Interpreter(NOW, 0, lambda ref: ref).read(frame(body))
+
+    actions = {f.thread_id: f.action for f in result.facts if isinstance(f, InterruptFact)}
+    assert {THREADS[0]: "deploy", THREADS[1]: "rollback"} == actions
