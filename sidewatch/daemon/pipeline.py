@@ -18,7 +18,7 @@ from sidewatch.ingest.agui import Interpreter, Reject
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import frame
 from sidewatch.report.build import IngestHealth, build_report
-from sidewatch.store.db import store_secret
+from sidewatch.store.hashkey import erase_legacy_key, hash_key
 from sidewatch.store.repo import RejectedLine, Store
 
 log = logging.getLogger("sidewatch.auditor")
@@ -41,12 +41,13 @@ class Audited:
 
 
 def ref_protector(engine: Engine, config: Config) -> RefProtector:
-    """Hashes personal-looking approver refs with the configured key, else the store's own."""
-    key = (
-        config.approver_ref_key.encode()
-        if config.approver_ref_key
-        else store_secret(engine, "approver_ref_key")
-    )
+    """Hashes personal-looking approver refs with the configured key, else the store's own
+    (kept apart from the store: see store.hashkey)."""
+    if config.approver_ref_key:
+        erase_legacy_key(engine)  # an earlier release's key, unused from now on
+        key = config.approver_ref_key.encode()
+    else:
+        key = hash_key(engine, config.hash_key_file)
     return RefProtector(key, config.role_prefixes)
 
 
