@@ -63,6 +63,7 @@ class Config:
     policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
     approver_ref_key: str | None = None  # None: the key in `hash_key_file` (generated)
     hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see README)
+    keyed_digests: bool = False  # privacy.actionDigest: keyed (HMAC with the hash key)
     role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
     listen: str = DEFAULT_LISTEN
     tokens: tuple[Token, ...] = ()
@@ -171,7 +172,7 @@ def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str])
 
 def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     privacy = _section(data, "privacy", problems)
-    known = {"approverRefKey", "hashKeyFile", "rolePrefixes"}
+    known = {"approverRefKey", "hashKeyFile", "actionDigest", "rolePrefixes"}
     _keys(privacy, "privacy", known, problems)
     key = privacy.get("approverRefKey")
     if key is not None and (not isinstance(key, str) or len(key) < 16):
@@ -181,6 +182,9 @@ def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
     if key_file is not None and (not isinstance(key_file, str) or not key_file):
         problems.append("privacy.hashKeyFile: must be a file path")
         key_file = None
+    digest = privacy.get("actionDigest", "plain")
+    if digest not in ("plain", "keyed"):
+        problems.append("privacy.actionDigest: must be plain or keyed")
     prefixes = privacy.get("rolePrefixes", list(DEFAULT_ROLE_PREFIXES))
     if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
         problems.append("privacy.rolePrefixes: must be a list of non-empty strings")
@@ -188,6 +192,7 @@ def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
     return {
         "approver_ref_key": env.get(ENV_REF_KEY) or key,
         "hash_key_file": key_file,
+        "keyed_digests": digest == "keyed",
         "role_prefixes": tuple(prefixes),
     }
 

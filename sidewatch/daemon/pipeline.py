@@ -48,7 +48,7 @@ def ref_protector(engine: Engine, config: Config) -> RefProtector:
         key = config.approver_ref_key.encode()
     else:
         key = hash_key(engine, config.hash_key_file)
-    return RefProtector(key, config.role_prefixes)
+    return RefProtector(key, config.role_prefixes, config.keyed_digests)
 
 
 def ingest_unit(
@@ -76,7 +76,7 @@ def ingest_unit(
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
         res = Interpreter(received_at, writer.seq_base, protect, max_line_bytes).read(framed)
         writer.write(
-            res.facts,
+            protect.digests(res.facts),
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
             res.kinds,
             res.accepted,
