@@ -11,11 +11,12 @@ import os
 import secrets
 from pathlib import Path
 
-from sqlalchemy import Engine, Table, delete, select
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.exc import IntegrityError
 
 from sidewatch.errors import StoreError
 from sidewatch.store.db import sqlite_file
-from sidewatch.store.models import Meta
+from sidewatch.store.models import Meta, table_of
 
 log = logging.getLogger("sidewatch.store")
 LEGACY_KEY = "approver_ref_key"  # the `meta` row of the releases that kept it in the store
@@ -34,15 +35,18 @@ def key_file_of(engine: Engine, configured: str | None) -> Path | None:
 def hash_key(engine: Engine, configured_file: str | None) -> bytes:
     """The key of approver-reference hashes and keyed digests, created on first use."""
     path = key_file_of(engine, configured_file)
-    meta: Table = Meta.__table__  # type: ignore[attr-defined]
+    meta = table_of(Meta)
     with engine.begin() as conn:
         row = conn.execute(select(meta.c.value).where(meta.c.key == LEGACY_KEY)).scalar()
     legacy = bytes.fromhex(str(row)) if row is not None else None
     if path is None:
         if legacy is None:  # a PostgreSQL store: see docs/interpretations.md, "Hash key"
             legacy = secrets.token_bytes(KEY_BYTES)
-            with engine.begin() as conn:
-                conn.execute(meta.insert().values(key=LEGACY_KEY, value=legacy.hex()))
+            try:
+                with engine.begin() as conn:
+                    conn.execute(meta.insert().values(key=LEGACY_KEY, value=legacy.hex()))
+            except IntegrityError:  # a replica starting at the same moment was first
+                return hash_key(engine, configured_file)
         log.warning(
             "the hash key is kept in the store itself: set privacy.hashKeyFile or "
             "SIDEWATCH_APPROVER_REF_KEY to keep it apart (the key is moved there)"
@@ -59,7 +63,7 @@ def hash_key(engine: Engine, configured_file: str | None) -> bytes:
 def erase_legacy_key(engine: Engine) -> None:
     """Delete an earlier release's key from `meta`, leaving no copy of it in the file: SQLite
     zeroes the deleted row (`secure_delete`), then empties its write-ahead log."""
-    meta: Table = Meta.__table__  # type: ignore[attr-defined]
+    meta = table_of(Meta)
     with engine.begin() as conn:
         if conn.execute(select(meta.c.key).where(meta.c.key == LEGACY_KEY)).first() is None:
             return

@@ -17,6 +17,7 @@ from sidewatch.config import Config, load_config
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.errors import StoreError
 from sidewatch.ingest.digest import RefProtector
+from sidewatch.store import hashkey
 from sidewatch.store.db import open_store
 from sidewatch.store.models import Meta, table_of
 from sidewatch.store.repo import Store
@@ -169,3 +170,23 @@ def test_a_key_file_without_a_usable_key_is_a_store_error(
 
     with pytest.raises(StoreError, match="at least 32 hex digits"):
         ref_protector(engine, load_config({"privacy": {"hashKeyFile": str(key_file)}}, {}))
+
+
+def test_two_postgresql_replicas_generating_a_key_at_once_agree_on_the_first(
+    pg_schemas: PgSchemas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = pg_schemas.lend()
+    engine = open_store(pg_schemas.url(schema))
+    real = hashkey.secrets.token_bytes
+
+    def racing(n: int) -> bytes:  # the other replica inserts its key as this one draws
+        monkeypatch.setattr(hashkey.secrets, "token_bytes", real)
+        keep_key_in_meta(engine)
+        return real(n)
+
+    monkeypatch.setattr(hashkey.secrets, "token_bytes", racing)
+    hashed = ref_protector(engine, Config())(PERSON)
+    engine.dispose()
+    pg_schemas.give_back(schema)
+
+    assert RefProtector(bytes.fromhex(OLD_KEY), Config().role_prefixes)(PERSON) == hashed
