@@ -12,7 +12,6 @@ import threading
 import warnings
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -163,30 +162,20 @@ def test_the_read_api_and_readiness_answer_with_poisoned_times(daemon: Daemon, n
     assert f"out of range ({FUTURE} ms)" in [item["at"] for item in timeline]
 
 
-@pytest.mark.parametrize("fmt", ["md", "html", "json"])
-def test_every_report_format_is_written_with_poisoned_times(
-    daemon: Daemon, tmp_path: Path, now: int, fmt: str
+@pytest.mark.parametrize(
+    "command",
+    [["report", "--format", f] for f in ("md", "html", "json")]
+    + [["audit", "--format", f] for f in ("table", "json")],
+    ids=" ".join,
+)
+def test_every_report_and_audit_format_is_printed_with_poisoned_times(
+    daemon: Daemon, now: int, command: list[str]
 ) -> None:
-    out = tmp_path / f"report.{fmt}"
-
-    result = CliRunner().invoke(
-        cli,
-        [
-            "report",
-            "--db",
-            daemon.config.db_url,
-            "--at",
-            iso(now) or "",
-            "--format",
-            fmt,
-            "--output",
-            str(out),
-        ],
-    )
+    result = CliRunner().invoke(cli, [*command, "--db", daemon.config.db_url, "--at", iso(now)])
 
     assert (0, None) == (result.exit_code, result.exception), result.output
     assert "Traceback" not in result.output
-    assert out.stat().st_size > 0
+    assert "out of range (" in result.output  # a poisoned time, shown as its number
 
 
 def test_the_audit_table_shows_a_time_out_of_range_as_its_number() -> None:
