@@ -9,6 +9,7 @@ from typing import Any
 from sidewatch.core.model import OPEN_STATES, Verdict, WaitEvidence
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FIRST_MS = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
 
 
 def iso(ms: int | None) -> str | None:
