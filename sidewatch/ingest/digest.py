@@ -95,12 +95,12 @@ class RefProtector:
             self._key, domain + b"\0" + text.encode("utf-8"), hashlib.sha256
         ).hexdigest()
 
-    def digests(self, facts: Sequence[Fact]) -> list[Fact]:
+    def digests(self, facts: Sequence[Fact]) -> Sequence[Fact]:
         """The facts with every digest keyed (as they are without `keyed_digests`). One
         function of every digest, applied to all of them before they are stored: a digest
         is only ever compared with another, so every comparison comes out as before."""
         if not self.keyed_digests:
-            return list(facts)
+            return facts  # ingest's hot path: no copy
         return [self._keyed(f) for f in facts]
 
     def _keyed(self, fact: Fact) -> Fact:
