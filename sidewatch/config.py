@@ -61,7 +61,9 @@ class Config:
     db_url: str = DEFAULT_DB_URL
     store_busy_timeout_ms: int = 10_000  # SQLite: how long to wait for another writer
     policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
-    approver_ref_key: str | None = None  # None: a random per-store key is generated
+    approver_ref_key: str | None = None  # None: the key in `hash_key_file` (generated)
+    hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see README)
+    keyed_digests: bool = False  # privacy.actionDigest: keyed (HMAC with the hash key)
     role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
     listen: str = DEFAULT_LISTEN
     tokens: tuple[Token, ...] = ()
@@ -170,16 +172,29 @@ def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str])
 
 def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     privacy = _section(data, "privacy", problems)
-    _keys(privacy, "privacy", {"approverRefKey", "rolePrefixes"}, problems)
+    known = {"approverRefKey", "hashKeyFile", "actionDigest", "rolePrefixes"}
+    _keys(privacy, "privacy", known, problems)
     key = privacy.get("approverRefKey")
     if key is not None and (not isinstance(key, str) or len(key) < 16):
         problems.append("privacy.approverRefKey: must be a string of at least 16 characters")
         key = None
+    key_file = privacy.get("hashKeyFile")
+    if key_file is not None and (not isinstance(key_file, str) or not key_file):
+        problems.append("privacy.hashKeyFile: must be a file path")
+        key_file = None
+    digest = privacy.get("actionDigest", "plain")
+    if digest not in ("plain", "keyed"):
+        problems.append("privacy.actionDigest: must be plain or keyed")
     prefixes = privacy.get("rolePrefixes", list(DEFAULT_ROLE_PREFIXES))
     if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
         problems.append("privacy.rolePrefixes: must be a list of non-empty strings")
         prefixes = list(DEFAULT_ROLE_PREFIXES)
-    return {"approver_ref_key": env.get(ENV_REF_KEY) or key, "role_prefixes": tuple(prefixes)}
+    return {
+        "approver_ref_key": env.get(ENV_REF_KEY) or key,
+        "hash_key_file": key_file,
+        "keyed_digests": digest == "keyed",
+        "role_prefixes": tuple(prefixes),
+    }
 
 
 def _server(

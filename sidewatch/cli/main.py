@@ -31,7 +31,7 @@ from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
 from sidewatch.daemon.reports import render, report_name, write_atomic
 from sidewatch.errors import ConfigError, SidewatchError
 from sidewatch.ingest.reader import read_file
-from sidewatch.report.verdicts import audit_json, audit_table
+from sidewatch.report.verdicts import FIRST_MS, audit_json, audit_table
 from sidewatch.store.db import open_store, revision, upgrade
 from sidewatch.store.repo import Store
 
@@ -305,6 +305,8 @@ def report_cmd(
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--window") from None
     end = _parse_at(at)
+    if end - window_ms < FIRST_MS:  # its charts need a calendar date at every tick
+        raise click.BadParameter("the window must start after the year 1", param_hint="--at")
     cfg = _config(config_path, db)
     with _store(cfg) as engine:
         body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)

@@ -151,9 +151,15 @@ class Auditor:
                     errors += 1
                     keep.add(ev.thread_id)  # retried next tick
                     continue
-                old = stored.get(ev.request_id)
-                states.append(_stored(ev, verdict, now, _next_item(ev, now)))
-                recorded = self._record(ev, verdict, old, now)
+                try:
+                    state = _stored(ev, verdict, now, _next_item(ev, now))
+                    recorded = self._record(ev, verdict, stored.get(ev.request_id), now)
+                except Exception:  # e.g. a value no serializer takes: the others are saved
+                    log.exception("wait %s could not be recorded; retried", ev.request_id)
+                    errors += 1
+                    keep.add(ev.thread_id)  # its state is not saved: it is looked at again
+                    continue
+                states.append(state)
                 records += recorded
                 if recorded and verdict.closed:
                     closing.append((ev, verdict))
@@ -171,12 +177,17 @@ class Auditor:
                     self.on_closed(ev, verdict)
                 except Exception:  # an exporter never stops the audit
                     log.exception("closing hook failed for %s", ev.request_id)
+                    errors += 1
         return len(states), len(records), errors
 
     def _record(
         self, ev: WaitEvidence, v: Verdict, old: StoredState | None, now: int
     ) -> list[StoredTransition]:
         policy = v.policy
+        changes = _changes(old, v)
+        # Serialized before any counter moves: a wait that cannot be recorded counts nothing.
+        thresholds = orjson.dumps(thresholds_json(v)).decode() if changes else ""
+        evidence = orjson.dumps(evidence_json(v)).decode() if changes else ""
         if old is not None and not old.closed:
             self.open_waits[(old.state, old.policy)] -= 1
         if not v.closed:
@@ -194,11 +205,6 @@ class Auditor:
             self._acc(self.resume, policy, RESUME_BUCKETS).observe(
                 max(0, f.receipt_at - f.decided_at) / 1000
             )
-        changes = _changes(old, v)
-        if not changes:
-            return []
-        thresholds = orjson.dumps(thresholds_json(v)).decode()
-        evidence = orjson.dumps(evidence_json(v)).decode()
         out = []
         for frm, to, at in changes:
             self.transitions[(frm or "none", to)] += 1

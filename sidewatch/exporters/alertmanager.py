@@ -14,7 +14,7 @@ import logging
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 log = logging.getLogger("sidewatch.alertmanager")
@@ -39,12 +39,13 @@ class ProblemWait:
     thresholds: str  # JSON
 
 
-def _iso(ms: int) -> str:
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+def _iso(ms: int) -> str | None:
+    """RFC 3339 UTC; None for a time no calendar date shows (a bad value already stored)."""
+    try:
+        dt = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class AlertmanagerPush:
@@ -79,7 +80,7 @@ class AlertmanagerPush:
         return len(out)
 
     def _alert(self, p: ProblemWait, now: int) -> dict[str, Any]:
-        return {
+        alert: dict[str, Any] = {
             "labels": {
                 "alertname": "SidewatchWait",
                 "requestId": p.request_id,
@@ -94,9 +95,14 @@ class AlertmanagerPush:
                 "evidence": p.evidence,
                 "thresholds": p.thresholds,
             },
-            "startsAt": _iso(p.since),
             "endsAt": _iso(now + 3 * self.resend_ms),
         }
+        # A start Alertmanager would refuse (no date, or after the end) would fail the whole
+        # push: without one, Alertmanager starts the alert when it receives it.
+        starts = _iso(p.since) if p.since <= now else None
+        if starts is not None:
+            alert["startsAt"] = starts
+        return alert
 
     def _send(self, alerts: list[dict[str, Any]]) -> bool:
         body = json.dumps(alerts).encode()

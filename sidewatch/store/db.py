@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import secrets
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +11,10 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, Table, create_engine, event, select
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from sidewatch.errors import StoreError
-from sidewatch.store.models import Meta
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -28,6 +28,7 @@ def open_store(url: str, migrate: bool = True, busy_timeout_ms: int = 10_000) ->
     except (ArgumentError, ImportError) as e:
         raise StoreError(f"store URL {_safe(url)!r} is not usable: {e}") from e
     if engine.dialect.name == "sqlite":
+        _create_private(engine)
         _sqlite_pragmas(engine, busy_timeout_ms)
     if migrate:
         try:
@@ -36,6 +37,26 @@ def open_store(url: str, migrate: bool = True, busy_timeout_ms: int = 10_000) ->
             engine.dispose()  # nobody else holds the engine to close its connections
             raise
     return engine
+
+
+def sqlite_file(engine: Engine) -> Path | None:
+    """The file of an SQLite store; None for any other, and for an in-memory database or a
+    URI filename (no path of its own)."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    return None if database.startswith("file:") else Path(database)
+
+
+def _create_private(engine: Engine) -> None:
+    """A new SQLite file is created `0600` (SQLite gives its -wal and -shm files the same
+    mode): it holds who was asked to approve what, and when."""
+    path = sqlite_file(engine)
+    if path is None:
+        return
+    # Already there (its mode is the operator's), or an error SQLite then says better.
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
@@ -80,17 +101,6 @@ def revision(engine: Engine) -> tuple[str | None, str | None]:
             return MigrationContext.configure(conn).get_current_revision(), head
     except OperationalError as e:
         raise StoreError(f"store {_safe(str(engine.url))} is unavailable: {e.orig}") from e
-
-
-def store_secret(engine: Engine, name: str) -> bytes:
-    """A random per-store secret, created on first use (e.g. the approver-ref hash key)."""
-    meta: Table = Meta.__table__  # type: ignore[attr-defined]
-    with engine.begin() as conn:
-        row = conn.execute(select(meta.c.value).where(meta.c.key == name)).scalar_one_or_none()
-        if row is None:
-            row = secrets.token_hex(32)
-            conn.execute(meta.insert().values(key=name, value=row))
-    return bytes.fromhex(str(row))
 
 
 def _safe(url: str) -> str:
