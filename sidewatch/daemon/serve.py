@@ -39,7 +39,7 @@ from sidewatch.daemon.reports import write_reports
 from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
-from sidewatch.exporters.prometheus import SnapshotCollector
+from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
 from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
@@ -140,6 +140,7 @@ class Daemon:
                 lambda: self.lease.held,
             )
         )
+        registry.register(AlertPushCollector(lambda: self.alerts))
         registry.register(_BuildInfo())
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -162,7 +163,12 @@ class Daemon:
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
         self.alerts = (
-            AlertmanagerPush(config.alertmanager_url, config.alertmanager_resend_ms)
+            AlertmanagerPush(
+                config.alertmanager_url,
+                config.alertmanager_resend_ms,
+                config.alertmanager_max_per_push,
+                config.audit_interval_ms,
+            )
             if config.alertmanager_url
             else None
         )
