@@ -76,6 +76,7 @@ class Config:
     protect_metrics: bool = False  # /metrics needs a token with the read scope
     alertmanager_url: str | None = None  # None: no push (the default)
     alertmanager_resend_ms: int = 60_000
+    alertmanager_max_per_push: int = 500  # alerts in one push; the rest go in the next ones
     report_schedule: str | None = DEFAULT_REPORT_SCHEDULE  # cron (UTC); None: no nightly job
     report_window_ms: int = 86_400_000
     report_directory: str = "./reports"
@@ -245,14 +246,19 @@ def _auditor(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
 
 def _alertmanager(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     am = _section(data, "alertmanager", problems)
-    _keys(am, "alertmanager", {"url", "resendInterval"}, problems)
+    _keys(am, "alertmanager", {"url", "resendInterval", "maxAlertsPerPush"}, problems)
     url = am.get("url")
     if url is not None and (not isinstance(url, str) or "://" not in url):
         problems.append("alertmanager.url: must be a URL such as http://127.0.0.1:9093")
         url = None
+    per_push = am.get("maxAlertsPerPush", 500)
+    if isinstance(per_push, bool) or not isinstance(per_push, int) or per_push < 1:
+        problems.append("alertmanager.maxAlertsPerPush: must be a whole number, at least 1")
+        per_push = 500
     return {
         "alertmanager_url": url,
         "alertmanager_resend_ms": _dur(am, "resendInterval", 60_000, "alertmanager", problems),
+        "alertmanager_max_per_push": per_push,
     }
 
 

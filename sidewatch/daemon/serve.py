@@ -31,6 +31,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
 from sidewatch.config import Config
+from sidewatch.core.text import cap, clean, safe
 from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.pipeline import ref_protector, report
@@ -38,7 +39,7 @@ from sidewatch.daemon.reports import write_reports
 from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
-from sidewatch.exporters.prometheus import SnapshotCollector
+from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
 from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
@@ -48,10 +49,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sidewatch")
 T = TypeVar("T")
+LOG_MESSAGE_LIMIT = 2000  # characters of a log record's message
+LOG_TRACEBACK_LIMIT = 16_000
 
 
 class JsonLogs(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
+    """One JSON object per line: time, level, logger, message (and the exception, if any).
+    A message may hold a producer's ids: it is cleaned and capped (`core.text.safe`), and the
+    traceback line by line, so that no input can forge a record or a line of its own."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -60,13 +65,14 @@ class JsonLogs(logging.Formatter):
             .replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": safe(record.getMessage(), LOG_MESSAGE_LIMIT),
         }
         for key in ("threads", "waits", "transitions", "errors", "seconds"):
             if hasattr(record, key):
                 entry[key] = getattr(record, key)
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            lines = self.formatException(record.exc_info).split("\n")
+            entry["exc"] = cap("\n".join(map(clean, lines)), LOG_TRACEBACK_LIMIT)
         return orjson.dumps(entry).decode()
 
 
@@ -134,6 +140,7 @@ class Daemon:
                 lambda: self.lease.held,
             )
         )
+        registry.register(AlertPushCollector(lambda: self.alerts))
         registry.register(_BuildInfo())
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -156,7 +163,12 @@ class Daemon:
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
         self.alerts = (
-            AlertmanagerPush(config.alertmanager_url, config.alertmanager_resend_ms)
+            AlertmanagerPush(
+                config.alertmanager_url,
+                config.alertmanager_resend_ms,
+                config.alertmanager_max_per_push,
+                config.audit_interval_ms,
+            )
             if config.alertmanager_url
             else None
         )

@@ -7,6 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sidewatch.core.model import OPEN_STATES, Verdict, WaitEvidence
+from sidewatch.core.text import safe
+
+TABLE_LIMIT = 120  # characters of a request id or action in the audit table
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FIRST_MS = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
@@ -94,12 +97,12 @@ def audit_table(at: int, waits: Sequence[tuple[WaitEvidence, Verdict]]) -> str:
         if v.missing:
             notes.append("missing " + ",".join(m.value for m in v.missing))
         rows.append(
-            (
-                v.request_id,
+            (  # a producer's strings, cleaned: a terminal must not read escape sequences
+                safe(v.request_id, TABLE_LIMIT),
                 v.state.value,
                 v.owner.value if v.owner else "-",
                 iso(v.since) or "-",
-                ev.action or ev.reason or "-",
+                safe(ev.action or ev.reason or "-", TABLE_LIMIT),
                 "; ".join(notes) or "-",
             )
         )
