@@ -71,6 +71,9 @@ class JsonLogs(logging.Formatter):
         return orjson.dumps(entry).decode()
 
 
+LOG_REPEAT_SECONDS = 60.0  # how often a message a client can trigger may be logged
+
+
 def setup_logging(level: int = logging.INFO) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogs())
@@ -84,9 +87,6 @@ def setup_logging(level: int = logging.INFO) -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, OncePer) for f in logger.filters):
             logger.addFilter(OncePer(LOG_REPEAT_SECONDS))
-
-
-LOG_REPEAT_SECONDS = 60.0
 
 
 class OncePer(logging.Filter):

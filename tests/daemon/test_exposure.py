@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from click.testing import CliRunner
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -211,6 +212,16 @@ def test_the_surface_keys_are_read_and_normalised() -> None:
         (cfg.tls_cert_file, cfg.tls_key_file),
         cfg.allow_plaintext,
     )
+
+
+def test_the_example_config_documents_the_surface_defaults() -> None:
+    example = Path(__file__).resolve().parents[2] / "config.example.yaml"
+    keys = ("allowed_hosts", "allowed_origins", "trusted_proxies", "max_connections")
+    keys += ("tls_cert_file", "tls_key_file", "allow_plaintext", "protect_metrics")
+
+    cfg = load_config(yaml.safe_load(example.read_text()), {})
+
+    assert [getattr(Config(), k) for k in keys] == [getattr(cfg, k) for k in keys]
 
 
 def test_every_surface_problem_is_reported_at_once() -> None:
