@@ -471,6 +471,54 @@ def test_idle_sockets_past_the_open_file_limit_do_not_keep_healthz_and_ingest_ou
     assert sum("out of system resource" in line for line in log.splitlines()) <= 1
 
 
+def _closed_by_server(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    try:
+        return b"" == sock.recv(1)
+    except ConnectionResetError:
+        return True
+
+
+def test_past_the_cap_the_oldest_idle_connection_yields_and_busy_ones_do_not(
+    tmp_path: Path,
+) -> None:
+    server = _start(
+        tmp_path, f"sqlite:///{tmp_path}/s.db", server=", maxConnections: 2, requestTimeout: 60s"
+    )
+    port = int(server.url.rsplit(":", 1)[1])
+    head = (
+        f"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        "Content-Type: application/x-ndjson\r\nContent-Length: 100\r\n\r\n"
+    ).encode()
+    opened: list[socket.socket] = []
+
+    def connect() -> socket.socket:
+        opened.append(socket.create_connection(("127.0.0.1", port)))
+        time.sleep(0.3)  # accepted in this order
+        return opened[-1]
+
+    try:
+        oldest, younger = connect(), connect()
+        health = httpx.get(f"{server.url}/healthz", timeout=10)  # a third: the oldest yields
+        oldest_closed = _closed_by_server(oldest)
+        younger.sendall(head)  # now mid-request, as is a second one:
+        connect().sendall(head)
+        time.sleep(0.3)
+        refused = httpx.get(f"{server.url}/healthz", timeout=10)
+        younger.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # the busy connections were left alone
+            younger.recv(1)
+    finally:
+        for s in opened:
+            s.close()
+        _stop(server)
+
+    assert 200 == health.status_code
+    assert oldest_closed
+    assert 503 == refused.status_code
+    assert "too many connections" in refused.json()["error"]
+
+
 def test_a_repeated_log_message_passes_once_per_interval_and_counts_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
