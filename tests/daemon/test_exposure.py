@@ -41,7 +41,7 @@ with warnings.catch_warnings():
 
 LISTEN = "http://127.0.0.1:9477"  # the default listen address, as a client names it
 LINE = b'{"type":"RUN_STARTED","threadId":"t-web","runId":"r"}\n'
-READ = Token("dashboard", "read-secret-0123456789", frozenset({"read", "ingest"}))
+TOKEN = Token("tool", "tool-secret-0123456789", frozenset({"read", "ingest"}))
 
 
 @pytest.fixture
@@ -124,8 +124,8 @@ def test_this_servers_own_origin_and_a_listed_origin_are_served(
 def test_a_foreign_origin_is_refused_with_tokens_too(
     make_client: Callable[..., TestClient],
 ) -> None:
-    client = make_client(tokens=(READ,))
-    auth = {"authorization": f"Bearer {READ.secret}"}
+    client = make_client(tokens=(TOKEN,))
+    auth = {"authorization": f"Bearer {TOKEN.secret}"}
 
     refused = _post(client, origin="http://evil.example", **auth)
     served = _post(client, **auth)
@@ -169,11 +169,11 @@ def test_the_listen_address_loopback_names_and_listed_names_are_served(
 
 
 def test_with_tokens_any_host_is_served(make_client: Callable[..., TestClient]) -> None:
-    client = make_client(tokens=(READ,))
+    client = make_client(tokens=(TOKEN,))
 
     answer = client.get(
         "/v1/waits",
-        headers={"host": "sidewatch.internal:9477", "authorization": f"Bearer {READ.secret}"},
+        headers={"host": "sidewatch.internal:9477", "authorization": f"Bearer {TOKEN.secret}"},
     )
 
     assert 200 == answer.status_code
@@ -270,10 +270,10 @@ def test_metrics_are_protected_by_default_beyond_loopback(
 def test_metrics_need_the_read_scope_by_default_beyond_loopback(
     make_client: Callable[..., TestClient],
 ) -> None:
-    client = make_client(listen="0.0.0.0:9477", tokens=(READ,))
+    client = make_client(listen="0.0.0.0:9477", tokens=(TOKEN,))
 
     anonymous = client.get("/metrics")
-    reader = client.get("/metrics", headers={"authorization": f"Bearer {READ.secret}"})
+    reader = client.get("/metrics", headers={"authorization": f"Bearer {TOKEN.secret}"})
 
     assert (401, 200) == (anonymous.status_code, reader.status_code)
 
@@ -299,7 +299,7 @@ def test_refuses_a_public_address_in_plain_http_even_with_tokens(tmp_path: Path)
 
 
 def test_plain_http_beyond_loopback_is_allowed_when_asked() -> None:
-    tokens = (READ,)
+    tokens = (TOKEN,)
 
     check_listen(Config(listen="0.0.0.0:9477", tokens=tokens, allow_plaintext=True))
     with pytest.raises(SidewatchError, match="in plain HTTP"):
