@@ -91,4 +91,6 @@ class SameOrigin:
             return False
         if name in self.named:
             return True
-        return name in self.own and (port or DEFAULT_PORTS.get(scheme)) == self.port
+        if port is None:  # a default port goes unsaid
+            port = DEFAULT_PORTS.get(scheme)
+        return name in self.own and port == self.port
