@@ -45,6 +45,8 @@ REJECT_REASONS = (
     "no_run_context",
     "too_long",
     "unknown_evidence",
+    "time_out_of_range",
+    "invalid_id",
 )
 FINDING_RULES = (
     "answer_matched_by_lone_wait",

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
-from ag_ui.core import EventType, RunAgentInput, RunFinishedInterruptOutcome
+from ag_ui.core import EventType, Interrupt, RunAgentInput, RunFinishedInterruptOutcome
 from pydantic import BaseModel, ValidationError
 
 from sidewatch.core.facts import (
@@ -29,6 +29,15 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
+from sidewatch.ingest.bounds import (
+    DIGEST_MAX,
+    ENTRIES_MAX,
+    ID_MAX,
+    REQUEST_ID_MAX,
+    TIME_RANGE,
+    id_problem,
+    time_ok,
+)
 from sidewatch.ingest.dialects import (
     ADK_CONFIRMATION,
     AdkOriginal,
@@ -40,7 +49,7 @@ from sidewatch.ingest.dialects import (
     legacy_resume,
 )
 from sidewatch.ingest.digest import action_digest
-from sidewatch.ingest.evidence import EvidenceError, read_evidence
+from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_evidence
 from sidewatch.ingest.payload import decision_of
 from sidewatch.ingest.reader import Framed
 
@@ -255,19 +264,29 @@ class Interpreter:
             return skipped
         handler = _HANDLERS.get(typ)
         if handler is None:
-            raise _LineError("unknown_type", f"unknown event type {typ[:40]!r}")
+            raise _LineError("unknown_type", '"type" is not an AG-UI 1.0 event type')
         return handler(self, n, obj)
 
     def _at(self, obj: dict[str, Any]) -> int:
         ts = obj.get("timestamp")
         if ts is None:
             return self.received_at
-        if isinstance(ts, bool) or not isinstance(ts, int):
+        if isinstance(ts, bool) or not isinstance(ts, int | float):
+            raise _LineError("invalid_field", "timestamp: must be an integer (ms since the epoch)")
+        if not time_ok(ts):  # before the type: 1e17 is a time in µs more than a float
+            raise _LineError(
+                "time_out_of_range", f"timestamp: must be ms since the epoch {TIME_RANGE}"
+            )
+        if not isinstance(ts, int):
             raise _LineError("invalid_field", "timestamp: must be an integer (ms since the epoch)")
         return ts
 
     def _run(self, obj: dict[str, Any], what: str) -> tuple[str, str]:
         thread, run = obj.get("threadId"), obj.get("runId")
+        if isinstance(thread, str):
+            _checked(thread, f"{what}: threadId")
+        if isinstance(run, str):
+            _checked(run, f"{what}: runId")
         if isinstance(thread, str) and isinstance(run, str):
             return thread, run
         if isinstance(run, str):  # a run named inline is that run, never the one in context
@@ -275,15 +294,14 @@ class Interpreter:
             if known is None:
                 raise _LineError(
                     "no_run_context",
-                    f"{what} names runId {run[:60]!r}, which this unit has not started: "
-                    "add its threadId",
+                    f"{what} names a runId which this unit has not started: add its threadId",
                 )
             return known, run
         if isinstance(thread, str) and (self._ctx is None or self._ctx[0] != thread):
             raise _LineError(
                 "no_run_context",
-                f"{what} names threadId {thread[:60]!r} but no runId, and the run in "
-                "context is of another thread",
+                f"{what} names a threadId but no runId, and the run in context is of "
+                "another thread",
             )
         if self._ctx is None:
             raise _LineError(
@@ -303,50 +321,44 @@ class Interpreter:
     # -- runs and inputs ----------------------------------------------------------------
 
     def _input(self, inp: RunAgentInput, n: int, obj: dict[str, Any]) -> None:
+        # Every value is read and checked before the first fact: a rejected line leaves none.
         at, seq = self._at(obj), self.seq_base + n
-        self._set_ctx(inp.thread_id, inp.run_id)
-        self._emit(RunFact(inp.run_id, inp.thread_id, RunMark.INPUT, at, seq))
-        if not inp.resume:  # resume[] wins over the legacy form, as the integrations do
-            legacy = legacy_resume(inp.forwarded_props)
-            if legacy is not None:
-                entries = orjson.dumps([list(e) for e in legacy.entries]).decode()
-                self._emit(
-                    LegacyResumeFact(
-                        inp.thread_id,
-                        inp.run_id,
-                        legacy.single,
-                        at,
-                        seq,
-                        legacy.single_digest,
-                        entries,
-                    )
-                )
-        for m in inp.messages:
+        thread = _checked(inp.thread_id, "RunAgentInput: threadId")
+        run = _checked(inp.run_id, "RunAgentInput: runId")
+        facts: list[Fact] = [RunFact(run, thread, RunMark.INPUT, at, seq)]
+        # resume[] wins over the legacy form, as the integrations do
+        legacy = None if inp.resume else legacy_resume(inp.forwarded_props)
+        if legacy is not None:
+            where = "RunAgentInput: forwardedProps.command.resume: approvedActionFingerprint"
+            for digest in (legacy.single_digest, *(e[2] for e in legacy.entries)):
+                _checked_or_none(digest, where, DIGEST_MAX)
+            entries = orjson.dumps([list(e) for e in legacy.entries]).decode()
+            if len(entries) > ENTRIES_MAX:  # hundreds of keys name no interrupts: one answer
+                entries = "[]"
+            facts.append(
+                LegacyResumeFact(thread, run, legacy.single, at, seq, legacy.single_digest, entries)
+            )
+        for i, m in enumerate(inp.messages):
             answer = adk_answer(m)
             if answer is not None:  # ADK: a tool message for a confirmation call
-                self._emit(
-                    AnswerFact(
-                        inp.thread_id,
-                        inp.run_id,
-                        answer[0],
-                        answer[1],
-                        at,
-                        seq,
-                        None,
-                        "tool_message",
-                    )
+                call_id = _checked(answer[0], f"RunAgentInput: messages.{i}: toolCallId")
+                facts.append(
+                    AnswerFact(thread, run, call_id, answer[1], at, seq, None, "tool_message")
                 )
-        for entry in inp.resume or ():
+        for i, entry in enumerate(inp.resume or ()):
             if entry.status == "cancelled":
                 code, digest = Code.CANCEL, None
             else:
                 code, digest = decision_of(entry.payload)
-            self._emit(
-                AnswerFact(inp.thread_id, inp.run_id, entry.interrupt_id, code, at, seq, digest)
-            )
+            where = f"RunAgentInput: resume.{i}"
+            interrupt_id = _checked(entry.interrupt_id, f"{where}: interruptId")
+            _checked_or_none(digest, f"{where}: payload.approvedActionFingerprint", DIGEST_MAX)
+            facts.append(AnswerFact(thread, run, interrupt_id, code, at, seq, digest))
+        self._set_ctx(thread, run)
+        self.result.facts.extend(facts)
 
     def _run_started(self, n: int, obj: dict[str, Any]) -> str:
-        thread, run = _need(obj, "threadId", "RUN_STARTED"), _need(obj, "runId", "RUN_STARTED")
+        thread, run = _id(obj, "threadId", "RUN_STARTED"), _id(obj, "runId", "RUN_STARTED")
         at = self._at(obj)
         self._set_ctx(thread, run)
         if obj.get("input") is not None:
@@ -356,7 +368,7 @@ class Interpreter:
         return "run"
 
     def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
-        thread, run = _need(obj, "threadId", "RUN_FINISHED"), _need(obj, "runId", "RUN_FINISHED")
+        thread, run = _id(obj, "threadId", "RUN_FINISHED"), _id(obj, "runId", "RUN_FINISHED")
         at, seq = self._at(obj), self.seq_base + n
         self._threads[run] = thread
         outcome = obj.get("outcome")
@@ -386,6 +398,8 @@ class Interpreter:
         interrupts = _valid(
             RunFinishedInterruptOutcome, outcome, "RUN_FINISHED: outcome"
         ).interrupts
+        for i, it in enumerate(interrupts):  # all checked before the first fact
+            _check_interrupt(it, f"RUN_FINISHED: outcome.interrupts.{i}")
         self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
         seen: set[str] = set()
         for it in interrupts:
@@ -474,8 +488,8 @@ class Interpreter:
     # -- tool calls: only the name and digest survive ----------------------------------
 
     def _tool_start(self, n: int, obj: dict[str, Any]) -> str:
-        call_id = _need(obj, "toolCallId", "TOOL_CALL_START")
-        name = _need(obj, "toolCallName", "TOOL_CALL_START")
+        call_id = _id(obj, "toolCallId", "TOOL_CALL_START")
+        name = _id(obj, "toolCallName", "TOOL_CALL_START")
         thread, run = self._run(obj, "TOOL_CALL_START")
         self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
         return "tool_call"
@@ -498,6 +512,8 @@ class Interpreter:
     def _tool_chunk(self, n: int, obj: dict[str, Any]) -> str:
         call_id, name, delta = obj.get("toolCallId"), obj.get("toolCallName"), obj.get("delta")
         if isinstance(call_id, str) and isinstance(name, str) and call_id not in self._calls:
+            _checked(call_id, "TOOL_CALL_CHUNK: toolCallId")
+            _checked(name, "TOOL_CALL_CHUNK: toolCallName")
             thread, run = self._run(obj, "TOOL_CALL_CHUNK")
             self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
         if isinstance(call_id, str) and isinstance(delta, str) and call_id in self._calls:
@@ -505,7 +521,7 @@ class Interpreter:
         return "tool_call"
 
     def _tool_result(self, n: int, obj: dict[str, Any]) -> str:
-        call_id = _need(obj, "toolCallId", "TOOL_CALL_RESULT")
+        call_id = _id(obj, "toolCallId", "TOOL_CALL_RESULT")
         thread, run = self._run(obj, "TOOL_CALL_RESULT")
         self._emit(ToolResultFact(thread, run, call_id, self._at(obj), self.seq_base + n))
         return "tool_call"
@@ -531,6 +547,11 @@ class Interpreter:
         when the outcome announces the same interrupt, the outcome's richer fact is kept."""
         thread, run = self._run(obj, "CUSTOM on_interrupt")
         legacy = legacy_interrupt(obj.get("value"), obj.get("rawEvent"))
+        _checked_or_none(legacy.interrupt_id, "CUSTOM on_interrupt: rawEvent.id")
+        _checked_or_none(legacy.reason, "CUSTOM on_interrupt: value.reason")
+        _checked_or_none(legacy.tool_call_id, "CUSTOM on_interrupt: value.toolCallId")
+        _checked_or_none(legacy.action, "CUSTOM on_interrupt: value.action_requests.0.name")
+        _check_expiry(legacy.expires_at, "CUSTOM on_interrupt: value.expiresAt")
         self._legacy.setdefault(run, []).append((thread, legacy, self._at(obj), self.seq_base + n))
         return "interrupt"
 
@@ -576,15 +597,17 @@ class Interpreter:
             return self._on_interrupt(n, obj)
         if not name.startswith("sidewatch."):
             return "custom"
+        if name not in EVIDENCE_NAMES:  # the name is the producer's: never said back
+            raise _LineError("unknown_evidence", "CUSTOM: name: not a sidewatch.* evidence event")
         if "value" not in obj:
-            raise _LineError("invalid_field", "CUSTOM: value: Field required")
+            raise _LineError("invalid_field", f"{name}: value: Field required")
         at = self._at(obj)
         try:
             fact = read_evidence(
                 name, obj["value"], at, self.seq_base + n, "timestamp" in obj, self.protect_ref
             )
         except EvidenceError as e:
-            raise _LineError(e.reason, f"{name[:60]}: {e}") from e
+            raise _LineError(e.reason, f"{name}: {e}") from e
         self._emit(fact)
         return "evidence"
 
@@ -612,24 +635,112 @@ def _need(obj: dict[str, Any], key: str, what: str) -> str:
     raise _LineError("invalid_field", f"{what}: {key}: {problem}")
 
 
+def _id(obj: dict[str, Any], key: str, what: str) -> str:
+    """A required id or name that is stored: a string within the id rules."""
+    return _checked(_need(obj, key, what), f"{what}: {key}")
+
+
+def _checked(value: str, where: str, limit: int = ID_MAX) -> str:
+    problem = id_problem(value, limit)
+    if problem is not None:
+        raise _LineError("invalid_id", f"{where}: {problem}")
+    return value
+
+
+def _checked_or_none(value: str | None, where: str, limit: int = ID_MAX) -> None:
+    if value is not None:
+        _checked(value, where, limit)
+
+
+def _check_interrupt(it: Interrupt, where: str) -> None:
+    """The stored values of a 1.0 interrupt: its ids, reason, expiry and metadata."""
+    _checked(it.id, f"{where}: id")
+    _checked(it.reason, f"{where}: reason")
+    _checked_or_none(it.tool_call_id, f"{where}: toolCallId")
+    _check_expiry(it.expires_at, f"{where}: expiresAt")
+    meta = it.metadata if isinstance(it.metadata, dict) else {}
+    request_id = _str_or_none(meta.get("requestId"))
+    _checked_or_none(request_id, f"{where}: metadata.requestId", REQUEST_ID_MAX)
+    _checked_or_none(_meta_digest(meta), f"{where}: metadata digest", DIGEST_MAX)
+
+
+def _check_expiry(raw: str | None, where: str) -> None:
+    """An `expiresAt` that parses but lies outside the stored range rejects its line; one
+    that does not parse is the spec's finding (`expires_at_unparsable`), not a reject."""
+    if raw is None:
+        return
+    expires = _parse_time(raw)
+    if expires is not None and not time_ok(expires):
+        raise _LineError("time_out_of_range", f"{where}: must be a time {TIME_RANGE}")
+
+
+# Pydantic's messages of these error types are made of the schema alone (expected types,
+# literals, lengths); the others may quote the input (a union's tag, a validator's words),
+# so only their type is said. No AG-UI model has a map of models, so a location holds field
+# names, list indices and union tags the schema knows, never a key of the input.
+_SCHEMA_ONLY_MESSAGES = frozenset(
+    {
+        "missing",
+        "extra_forbidden",
+        "string_type",
+        "int_type",
+        "float_type",
+        "bool_type",
+        "dict_type",
+        "list_type",
+        "model_type",
+        "model_attributes_type",
+        "dataclass_type",
+        "is_instance_of",
+        "none_required",
+        "literal_error",
+        "enum",
+        "int_parsing",
+        "int_from_float",
+        "float_parsing",
+        "bool_parsing",
+        "finite_number",
+        "too_short",
+        "too_long",
+        "string_too_short",
+        "string_too_long",
+        "string_pattern_mismatch",
+        "string_unicode",
+        "union_tag_not_found",
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+    }
+)
+
+
 def _valid(model: type[M], obj: Any, what: str) -> M:
     try:
         return model.model_validate(obj)
     except ValidationError as e:
-        err = e.errors(include_input=False, include_url=False)[0]
+        errors = e.errors(include_input=False, include_url=False)
+        err = errors[0]
         where = ".".join(str(p) for p in err["loc"]) or "value"
-        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise _LineError("invalid_field", f"{what}: {where}: {err['msg']}{more}") from None
+        ctx = err.get("ctx", {})
+        if err["type"] in _SCHEMA_ONLY_MESSAGES:
+            rule = err["msg"]
+        elif err["type"] == "union_tag_invalid":  # the tag's name and the expected ones
+            rule = f"{ctx['discriminator']} should be one of {ctx['expected_tags']}"
+        else:
+            rule = f"invalid ({err['type']})"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise _LineError("invalid_field", f"{what}: {where}: {rule}{more}") from None
 
 
 def _parse_time(text: str) -> int | None:
     try:
         dt = datetime.fromisoformat(text.strip())
-    except ValueError:
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)  # a zone-less time is read as UTC
+        return int(dt.timestamp() * 1000)
+    except (ValueError, OverflowError):
         return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)  # a zone-less time is read as UTC
-    return int(dt.timestamp() * 1000)
 
 
 def _meta_digest(meta: dict[str, Any]) -> str | None:

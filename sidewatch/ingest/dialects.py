@@ -15,6 +15,7 @@ import orjson
 
 from sidewatch.core.facts import key_hash
 from sidewatch.core.model import Code
+from sidewatch.ingest.bounds import id_problem
 from sidewatch.ingest.digest import digest_of
 from sidewatch.ingest.payload import decision_of
 
@@ -139,6 +140,8 @@ def _original(call: Any) -> AdkOriginal | None:
         return None
     call_id, name = call.get("id"), call.get("name")
     if not isinstance(call_id, str) or not isinstance(name, str):
+        return None
+    if id_problem(call_id) or id_problem(name):  # unfit to store: not read, like a non-string
         return None
     return AdkOriginal(call_id, name, digest_of({"name": name, "args": call.get("args", {})}))
 

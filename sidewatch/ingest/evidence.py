@@ -10,6 +10,7 @@ import orjson
 
 from sidewatch.core.facts import HeartbeatFact, SignalFact, SignalKind
 from sidewatch.core.model import Code
+from sidewatch.ingest.bounds import DIGEST_MAX, ID_MAX, REQUEST_ID_MAX, id_problem
 
 
 class EvidenceError(Exception):
@@ -26,6 +27,7 @@ _KINDS = {
     "sidewatch.action": SignalKind.ACTION,
     "sidewatch.receipt": SignalKind.RECEIPT,
 }
+EVIDENCE_NAMES = frozenset({*_KINDS, "sidewatch.heartbeat"})
 
 
 def read_evidence(
@@ -55,7 +57,7 @@ def read_evidence(
     kind = _KINDS.get(name)
     if kind is None:
         raise EvidenceError("unknown_evidence", "unknown evidence event")
-    request_id = _str(value, "requestId")
+    request_id = _str(value, "requestId", limit=REQUEST_ID_MAX)
     thread = _str(value, "threadId")
     interrupt = _str(value, "interruptId")
     if request_id is None and (thread is None or interrupt is None):
@@ -67,12 +69,12 @@ def read_evidence(
         approver = protect_ref(approver)
     delivered = acknowledged = False
     code: Code | None = None
-    digest = _str(value, "actionDigest")
+    digest = _str(value, "actionDigest", limit=DIGEST_MAX)
     if kind is SignalKind.ROUTE:
         delivered = _bool(value, "delivered", required=True)
         acknowledged = _bool(value, "acknowledged")
     elif kind is SignalKind.DECISION:
-        word = _str(value, "decision", required=True)
+        word = _str(value, "decision", required=True, limit=None)
         try:
             code = Code(str(word))
         except ValueError:
@@ -113,7 +115,10 @@ def _key(*parts: Any) -> str:
     return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:32]
 
 
-def _str(value: dict[str, Any], key: str, required: bool = False) -> str | None:
+def _str(
+    value: dict[str, Any], key: str, required: bool = False, limit: int | None = ID_MAX
+) -> str | None:
+    """A string field; with a `limit`, one that is stored, so within the id rules too."""
     v = value.get(key)
     if v is None:
         if required:
@@ -121,6 +126,9 @@ def _str(value: dict[str, Any], key: str, required: bool = False) -> str | None:
         return None
     if not isinstance(v, str) or not v:
         raise EvidenceError("invalid_field", f"{key}: must be a non-empty string")
+    problem = id_problem(v, limit) if limit is not None else None
+    if problem is not None:
+        raise EvidenceError("invalid_id", f"{key}: {problem}")
     return v
 
 
