@@ -245,8 +245,10 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     GET  /metrics            Prometheus metrics
     GET  /healthz, /readyz   liveness and readiness
 
-    Without tokens it listens on loopback only. SIGTERM drains requests, finishes the
-    running audit tick and closes the store.
+    Without tokens it listens on loopback only; beyond loopback it serves HTTPS
+    (server.tls), or plain HTTP only with server.allowPlaintext. Requests from other
+    sites' web pages are refused. SIGTERM drains requests, finishes the running audit
+    tick and closes the store.
 
     Several replicas may share one store (PostgreSQL): all ingest and answer reads, and
     the one holding the audit lease audits (sidewatch_audit_lease_held says which); with

@@ -21,6 +21,7 @@ from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -29,6 +30,7 @@ from sidewatch.config import Config, Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.openapi import OPENAPI
+from sidewatch.daemon.origin import SameOrigin
 from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
 from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import InputError, StoreError, TooLarge
@@ -276,7 +278,7 @@ async def get_wait(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
-    if app.config.protect_metrics:
+    if app.config.metrics_protected:
         return await _protected_metrics(request)
     return _metrics(app, request)
 
@@ -341,6 +343,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
+        middleware=[Middleware(SameOrigin, config=state.config)],
     )
     app.state.sidewatch = state
     return app

@@ -96,7 +96,12 @@ def alertmanager_url(request: pytest.FixtureRequest) -> str:
 def daemon(db_url: str, alertmanager_url: str, now: int) -> Iterator[Daemon]:
     """A daemon holding the six reference waits and the three poisoned ones, pushing to a
     real Alertmanager."""
-    config = dataclasses.replace(Config(), db_url=db_url, alertmanager_url=alertmanager_url)
+    config = dataclasses.replace(
+        Config(),
+        db_url=db_url,
+        alertmanager_url=alertmanager_url,
+        allowed_hosts=("testserver",),  # TestClient's Host, refused unless named
+    )
     made = Daemon(config)
     client = TestClient(made.app)
     posted = client.post("/v1/events", content=ndjson(scenario(now)), headers=NDJSON)
