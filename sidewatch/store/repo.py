@@ -28,8 +28,8 @@ from sidewatch.core.facts import (
     ToolCallFact,
     ToolResultFact,
 )
-from sidewatch.errors import StoreError
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
+from sidewatch.store.db import is_outage, refused, store_error
 from sidewatch.store.load import load_threads
 from sidewatch.store.models import (
     AnswerRow,
@@ -90,10 +90,15 @@ class UnitWriter:
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
         for fact in facts:
             rows[type(fact)].append(_ROW[type(fact)](fact))
-        for kind, batch in rows.items():
-            # Straight to the driver's executemany: the hot path of ingest.
-            self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
-        self._mark_dirty(facts)
+        try:
+            for kind, batch in rows.items():
+                # Straight to the driver's executemany: the hot path of ingest.
+                self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
+            self._mark_dirty(facts)
+        except (OverflowError, UnicodeError) as e:
+            # The driver's own refusal, before the database: an integer over 64 bits (SQLite),
+            # a lone surrogate in a string. The unit's, not the store's.
+            raise refused("the store refused the unit's data", e) from None
         if rejects:
             self.conn.execute(
                 insert(table_of(RejectRow)),
@@ -214,10 +219,15 @@ class Store:
             with self.engine.begin() as conn:
                 unit_id = _insert_unit(conn, source[:512], received_at, key)
                 yield None if unit_id is None else UnitWriter(conn, unit_id)
-        except OperationalError as e:
-            raise StoreError(f"store unavailable, nothing of {source} was stored: {e.orig}") from e
         except SQLAlchemyError as e:
-            raise StoreError(f"store write failed, nothing of {source} was stored: {e}") from e
+            # Not chained (`from None`): the error's text holds the statement.
+            if is_outage(e):
+                raise store_error(f"store unavailable, nothing of {source} was stored", e) from None
+            # A data, integrity or programming error comes back with the same unit: retried,
+            # it would block the units behind it for ever.
+            raise refused(
+                f"the store refused the data of {source}, nothing of it was stored", e
+            ) from None
 
     def counts(self) -> dict[str, int]:
         """Rows per fact table, for summaries and tests."""
@@ -263,4 +273,4 @@ class Store:
             with self.engine.connect() as conn:
                 return load_threads(conn, thread_ids)
         except OperationalError as e:
-            raise StoreError(f"store unavailable: {e.orig}") from e
+            raise store_error("store unavailable", e) from None

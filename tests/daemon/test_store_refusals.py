@@ -1,0 +1,234 @@
+"""A unit whose data the store refuses is a property of the unit, not an outage: HTTP answers
+400 and the CLI reports the file and goes on (JetStream terminates it: test_nats), the units
+after it land, and no answer or log line holds a statement, a parameter or a value. A real
+outage is still a 503. Every refusal is the real database's: after ingest's own checks a fact
+is given a value the database cannot hold (an integer over 64 bits; a NUL on PostgreSQL), or
+the store is given a constraint that refuses one thread."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import make_url
+
+from sidewatch.cli.main import cli
+from sidewatch.config import Config
+from sidewatch.daemon.serve import Daemon
+from sidewatch.ingest.agui import Interpreter, UnitResult
+from sidewatch.ingest.reader import Framed
+from sidewatch.store.db import open_store
+from tests.daemon.test_http import (
+    EXPECTED_STATES,
+    MIN,
+    NDJSON,
+    SUMMARY,
+    ndjson,
+    requested,
+    scenario,
+    states,
+    store_outage,
+)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette's TestClient prefers httpx2 (see test_http)
+    from starlette.testclient import TestClient
+
+POISON = "poison-7f3a9c"  # the thread whose facts the store refuses
+OVER = 2**63 + 7  # over a BIGINT: SQLite's driver and PostgreSQL both refuse it
+# What an answer or a log line must never hold: the refused values, the statement, parameters.
+LEAKS = (POISON, str(OVER), "INSERT", "[SQL", "parameters", "DETAIL", "\\u0000", "\x00")
+
+
+@contextmanager
+def refusing_thread(db_url: str, thread: str) -> Iterator[None]:
+    """The store, migrated, refuses every run fact of `thread` by a constraint of its own
+    (SQLite: a trigger that aborts; PostgreSQL: a CHECK), dropped afterwards: a PostgreSQL
+    schema is lent to the next test."""
+    open_store(db_url).dispose()
+    url = make_url(db_url)
+    name = f"refuse_{thread.replace('-', '_')}"
+    if url.get_backend_name() == "sqlite":
+        with closing(sqlite3.connect(str(url.database), isolation_level=None)) as lite:
+            lite.execute(
+                f"CREATE TRIGGER {name} BEFORE INSERT ON run_fact WHEN NEW.thread_id = "
+                f"'{thread}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+            yield
+            lite.execute(f"DROP TRIGGER {name}")
+        return
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as pg:
+        pg.execute(f"ALTER TABLE run_fact ADD CONSTRAINT {name} CHECK (thread_id <> '{thread}')")
+        try:
+            yield
+        finally:
+            pg.execute(f"ALTER TABLE run_fact DROP CONSTRAINT {name}")
+
+
+def _poisoned(change: Callable[[object], object]) -> type[Interpreter]:
+    """The real interpreter, but each fact of thread POISON reaches the store `change`d."""
+
+    class Poisoned(Interpreter):
+        def read(self, framed: Framed) -> UnitResult:
+            res = super().read(framed)
+            res.facts = [
+                change(f) if getattr(f, "thread_id", None) == POISON else f  # type: ignore[misc]
+                for f in res.facts
+            ]
+            return res
+
+    return Poisoned
+
+
+def _over(fact: object) -> object:
+    return dataclasses.replace(fact, at=OVER)  # type: ignore[type-var]
+
+
+def _nul(fact: object) -> object:
+    return dataclasses.replace(fact, thread_id=POISON + "\x00")  # type: ignore[type-var]
+
+
+@pytest.fixture
+def now() -> int:
+    return int(time.time()) * 1000
+
+
+@pytest.fixture
+def daemon(db_url: str) -> Iterator[Daemon]:
+    made = Daemon(dataclasses.replace(Config(), db_url=db_url))
+    yield made
+    made.engine.dispose()
+
+
+@pytest.fixture(params=["integer over 64 bits", "constraint"])
+def refusal(
+    request: pytest.FixtureRequest, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """How the store comes to refuse thread POISON's facts."""
+    if request.param == "constraint":
+        with refusing_thread(db_url, POISON):
+            yield "constraint"
+        return
+    monkeypatch.setattr("sidewatch.daemon.pipeline.Interpreter", _poisoned(_over))
+    yield str(request.param)
+
+
+def _poison_body(now: int) -> bytes:
+    # a good wait first: the unit is refused whole, its good lines with it
+    return ndjson(
+        [
+            *requested("thread-good", "int-good", "export", now - 5 * MIN, now + MIN),
+            *requested(POISON, "int-poison", "export", now - 2 * MIN, now + MIN),
+        ]
+    )
+
+
+def _refused_then_good(
+    daemon: Daemon, caplog: pytest.LogCaptureFixture, now: int
+) -> tuple[int, str, int, dict[str, str], int]:
+    client = TestClient(daemon.app)
+    with caplog.at_level(logging.WARNING):
+        refused = client.post("/v1/events", content=_poison_body(now), headers=NDJSON)
+        again = client.post("/v1/events", content=_poison_body(now), headers=NDJSON)
+    assert refused.text == again.text  # refused again, not once
+    good = client.post("/v1/events", content=ndjson(scenario(now)), headers=NDJSON)
+    assert (200, SUMMARY) == (good.status_code, good.json())
+    daemon.auditor.tick(now)
+    ready = client.get("/readyz")
+    return refused.status_code, refused.json()["error"], good.status_code, states(client), (
+        ready.status_code
+    )
+
+
+def test_a_unit_the_store_refuses_is_400_and_the_units_after_it_land(
+    daemon: Daemon,
+    refusal: str,
+    caplog: pytest.LogCaptureFixture,
+    db_url: str,
+    now: int,
+) -> None:
+    status, error, good, after, ready = _refused_then_good(daemon, caplog, now)
+
+    pg = db_url.startswith("postgresql")
+    said = {
+        ("integer over 64 bits", False): "OverflowError",
+        ("integer over 64 bits", True): "DataError 22003",
+        ("constraint", False): "IntegrityError SQLITE_CONSTRAINT_TRIGGER",
+        ("constraint", True): "IntegrityError 23514",
+    }[refusal, pg]
+    assert 400 == status
+    assert (
+        f"the store refused this unit's data ({said}); nothing of this body was stored, "
+        "do not retry it unchanged"
+    ) == error
+    assert EXPECTED_STATES == after  # neither of the refused unit's waits was stored
+    assert 200 == ready  # a refused unit is no outage
+    assert 2 == caplog.text.count(f"ingest refused by the store ({said}); nothing stored")
+    for leak in LEAKS:
+        assert leak not in caplog.text
+
+
+# PostgreSQL only: SQLite stores a NUL in a string.
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_nul_in_an_id_that_reaches_postgresql_is_400_not_503(
+    daemon: Daemon,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    db_url: str,
+    now: int,
+) -> None:
+    monkeypatch.setattr("sidewatch.daemon.pipeline.Interpreter", _poisoned(_nul))
+    status, error, good, after, ready = _refused_then_good(daemon, caplog, now)
+
+    assert (400, 200, 200) == (status, good, ready)
+    assert error.startswith("the store refused this unit's data (DataError);")
+    assert EXPECTED_STATES == after
+    for leak in LEAKS:
+        assert leak not in error
+        assert leak not in caplog.text
+
+
+def test_an_outage_is_still_503_and_says_the_store_reason_never_the_statement(
+    daemon: Daemon, caplog: pytest.LogCaptureFixture, db_url: str, now: int
+) -> None:
+    client = TestClient(daemon.app)
+
+    with store_outage(daemon, db_url), caplog.at_level(logging.WARNING):
+        during = client.post("/v1/events", content=_poison_body(now), headers=NDJSON)
+        ready = client.get("/readyz")
+
+    assert (503, 503) == (during.status_code, ready.status_code)
+    assert during.json()["error"].startswith("store unavailable (OperationalError")
+    assert during.json()["error"].endswith("; nothing of this body was stored, retry later")
+    for leak in LEAKS:
+        assert leak not in during.text
+        assert leak not in caplog.text
+
+
+def test_the_cli_reports_a_refused_file_on_one_line_and_ingests_the_others(
+    db_url: str, tmp_path: Path, now: int
+) -> None:
+    bad, good = tmp_path / "bad.ndjson", tmp_path / "good.ndjson"
+    bad.write_bytes(_poison_body(now))
+    good.write_bytes(ndjson(scenario(now)))
+
+    with refusing_thread(db_url, POISON):
+        result = CliRunner().invoke(cli, ["ingest", "--db", db_url, str(bad), str(good)])
+
+    code = "23514" if db_url.startswith("postgresql") else "SQLITE_CONSTRAINT_TRIGGER"
+    assert 1 == result.exit_code
+    assert f"{good}: 44 accepted, 6 skipped, 0 rejected\n" == result.stdout
+    assert (
+        f"sidewatch: error: {bad}: the store refused its data (IntegrityError {code}); "
+        "nothing of it was stored\n"
+    ) == result.stderr
