@@ -61,7 +61,9 @@ def handle(
         summary = ingest(app, source, body, *decoded, received_at=received_at, key=key)
     except StoreRefused as e:
         # Redelivered, it would be refused again and hold back every message behind it.
-        log.warning("JetStream message %s terminated, the store refused its data: %s", key, e.reason)
+        log.warning(
+            "JetStream message %s terminated, the store refused its data: %s", key, e.reason
+        )
         return Outcome.REFUSED
     except (InputError, TooLarge) as e:
         # The reason names the problem (a line number, a size), never the content.

@@ -29,8 +29,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.errors import SidewatchError
-from sidewatch.store.db import store_error
 from sidewatch.store.auditstate import driver_sql
+from sidewatch.store.db import store_error
 
 NAME = "audit"
 _NOW = {

@@ -88,9 +88,9 @@ class UnitWriter:
         skipped: int,
     ) -> None:
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
-        for fact in facts:
-            rows[type(fact)].append(_ROW[type(fact)](fact))
         try:
+            for fact in facts:
+                rows[type(fact)].append(_ROW[type(fact)](fact))
             for kind, batch in rows.items():
                 # Straight to the driver's executemany: the hot path of ingest.
                 self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
