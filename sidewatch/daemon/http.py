@@ -278,6 +278,8 @@ async def get_wait(request: Request) -> Response:
         body = await run_in_threadpool(wait_detail, app.store, app.auditor, request_id)
     except StoreError:
         return _error(503, "store unavailable")
+    except StoreRefused:  # a requestId the store cannot even hold (a NUL) names no wait
+        body = None
     if body is None:
         return _error(404, f"no wait with requestId {request_id!r}")
     return _json(body)

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import FindingFact
-from sidewatch.store.db import failure, store_error
+from sidewatch.store.db import QUERY_REFUSED, classified, failure, store_error
 from sidewatch.store.models import (
     DirtyThread,
     FindingRow,
@@ -135,11 +135,8 @@ class AuditState:
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except OperationalError as e:
-            raise store_error("store unavailable", e) from None
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            yield conn
 
     def dirty(self) -> list[tuple[str, int]]:
         """(thread, mark) of every thread with unclassified evidence."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +172,24 @@ def store_error(what: str, e: SQLAlchemyError) -> StoreError:
 
 
 def refused(what: str, e: BaseException) -> StoreRefused:
-    """`e` as the refusal of a unit's data by the store (raise it `from None`)."""
+    """`e` as the store's refusal of what was written or asked for (raise it `from None`)."""
     reason = failure(e)
     return StoreRefused(f"{what}: {reason}", reason)
+
+
+# A read refused: a value asked for that the store cannot hold (a NUL in a requestId, say)
+# names nothing stored.
+QUERY_REFUSED = "the store refused a value of the query"
+
+
+@contextmanager
+def classified(unavailable: str, refusal: str) -> Iterator[None]:
+    """A store error inside becomes a StoreError (`unavailable`: an outage, retry) or a
+    StoreRefused (`refusal`: the values written or asked for), told safely. Not chained: the
+    error's text holds the statement."""
+    try:
+        yield
+    except SQLAlchemyError as e:
+        if is_outage(e):
+            raise store_error(unavailable, e) from None
+        raise refused(refusal, e) from None

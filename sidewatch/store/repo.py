@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, func, insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import (
     AnswerFact,
@@ -29,7 +28,7 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
-from sidewatch.store.db import is_outage, refused, store_error
+from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.load import load_threads
 from sidewatch.store.models import (
     AnswerRow,
@@ -215,19 +214,17 @@ class Store:
         """A unit is stored whole or not at all: one transaction from its row to its facts.
         With a `key` already stored (a unit delivered again) it yields None and stores nothing;
         a concurrent writer of the same key waits for the first one's commit, then sees it."""
-        try:
-            with self.engine.begin() as conn:
-                unit_id = _insert_unit(conn, source[:512], received_at, key)
-                yield None if unit_id is None else UnitWriter(conn, unit_id)
-        except SQLAlchemyError as e:
-            # Not chained (`from None`): the error's text holds the statement.
-            if is_outage(e):
-                raise store_error(f"store unavailable, nothing of {source} was stored", e) from None
-            # A data, integrity or programming error comes back with the same unit: retried,
-            # it would block the units behind it for ever.
-            raise refused(
-                f"the store refused the data of {source}, nothing of it was stored", e
-            ) from None
+        # A data, integrity or programming error comes back with the same unit: taken for an
+        # outage and retried, it would block the units behind it for ever.
+        with (
+            classified(
+                f"store unavailable, nothing of {source} was stored",
+                f"the store refused the data of {source}, nothing of it was stored",
+            ),
+            self.engine.begin() as conn,
+        ):
+            unit_id = _insert_unit(conn, source[:512], received_at, key)
+            yield None if unit_id is None else UnitWriter(conn, unit_id)
 
     def counts(self) -> dict[str, int]:
         """Rows per fact table, for summaries and tests."""
@@ -269,8 +266,5 @@ class Store:
 
     def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
         """Every thread (or the named ones) that has announced a wait, with all its facts."""
-        try:
-            with self.engine.connect() as conn:
-                return load_threads(conn, thread_ids)
-        except OperationalError as e:
-            raise store_error("store unavailable", e) from None
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            return load_threads(conn, thread_ids)

@@ -266,3 +266,12 @@ def test_a_logged_database_error_shows_its_class_and_code_never_its_statement_or
     assert "Traceback (most recent call last)" in logged
     for leak in (*LEAKS, "run_fact", "not-null"):
         assert leak not in logged
+
+
+# PostgreSQL only: SQLite looks a NUL up like any character.
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_request_id_the_store_cannot_hold_names_no_wait(daemon: Daemon, db_url: str) -> None:
+    r = TestClient(daemon.app).get("/v1/waits/thread%00x/int")
+
+    assert 404 == r.status_code
+    assert {"error": "no wait with requestId 'thread\\x00x/int'"} == r.json()

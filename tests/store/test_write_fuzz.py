@@ -6,6 +6,8 @@ and code only). Never another exception, and never taken for an outage."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -121,3 +123,32 @@ def test_what_each_store_refuses(store: Store, fact: Fact, sqlite: str, postgres
         outcome = e.reason
 
     assert (sqlite if store.engine.dialect.name == "sqlite" else postgresql) == outcome
+
+
+def test_two_writers_of_the_same_facts_and_key_at_once_are_no_refusal(store: Store) -> None:
+    # What replicas race on: the same JetStream unit (its key) and the same facts. The second
+    # writer waits for the first one's commit, then finds them stored: never a refusal.
+    facts: list[Fact] = [_run("raced"), HeartbeatFact("raced", 1, 1, key="raced-beat")]
+    first_wrote, outcomes = threading.Event(), dict[str, str]()
+
+    def write(name: str, key: str | None) -> None:
+        try:
+            with store.unit(name, 0, key) as writer:
+                if writer is not None:
+                    writer.write(facts, [], {}, len(facts), 0)
+                if name == "first":
+                    first_wrote.set()
+                    time.sleep(0.5)  # the second is blocked on our rows meanwhile
+            outcomes[name] = "stored" if writer is not None else "duplicate"
+        except Exception as e:
+            outcomes[name] = type(e).__name__
+
+    for key in (None, "nats:raced:0:1"):
+        first = threading.Thread(target=write, args=("first", key))
+        first.start()
+        first_wrote.wait(5)
+        write("second", key)
+        first.join()
+        first_wrote.clear()
+
+        assert {"first": "stored", "second": "duplicate" if key else "stored"} == outcomes
