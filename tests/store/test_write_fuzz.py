@@ -102,6 +102,11 @@ def _run(thread: str = "t", at: int = 0) -> RunFact:
     return RunFact("r", thread, RunMark.STARTED, at, 0)
 
 
+def _wide(seed: int) -> str:
+    """256 characters of four UTF-8 bytes each, that do not compress."""
+    return "".join(chr(0x20000 + (i * 7919 + seed * 104729) % 40000) for i in range(256))
+
+
 # (fact, what SQLite makes of it, what PostgreSQL makes of it)
 KNOWN = [
     pytest.param(_run(), "stored", "stored", id="plain"),
@@ -109,6 +114,14 @@ KNOWN = [
     pytest.param(_run("n\x00"), "stored", "DataError", id="nul"),
     pytest.param(_run("x" * 257), "stored", "DataError 22001", id="over-the-column"),
     pytest.param(_run("\ud800"), "UnicodeEncodeError", "UnicodeEncodeError", id="lone-surrogate"),
+    # each id fits its column, but together they are over a btree entry's 2,704 bytes: a
+    # program limit, which psycopg raises as an OperationalError (its SQLSTATE decides)
+    pytest.param(
+        InterruptFact(_wide(1), _wide(2), _wide(3), 0, 0),
+        "stored",
+        "OperationalError 54000",
+        id="index-row-too-large",
+    ),
 ]
 
 
