@@ -175,7 +175,7 @@ async def post_events(request: Request) -> Response:
         return _error(413, str(e))
     except StoreRefused as e:
         # A property of the body, not an outage: a 503 would have it retried for ever.
-        log.warning("ingest refused by the store (%s); nothing stored", e.reason)
+        log.warning("ingest from %s refused by the store (%s); nothing stored", source, e.reason)
         return _error(
             400,
             f"the store refused this unit's data ({e.reason}); nothing of this body was "

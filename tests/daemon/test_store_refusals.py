@@ -175,7 +175,8 @@ def test_a_unit_the_store_refuses_is_400_and_the_units_after_it_land(
     ) == error
     assert EXPECTED_STATES == after  # neither of the refused unit's waits was stored
     assert 200 == ready  # a refused unit is no outage
-    assert 2 == caplog.text.count(f"ingest refused by the store ({said}); nothing stored")
+    logged = f"ingest from http:testclient refused by the store ({said}); nothing stored"
+    assert 2 == caplog.text.count(logged)
     for leak in LEAKS:
         assert leak not in caplog.text
 
