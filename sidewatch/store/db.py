@@ -23,8 +23,8 @@ from sqlalchemy.exc import (
     InternalError,
     OperationalError,
     SQLAlchemyError,
-    TimeoutError,
 )
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from sidewatch.errors import StoreError, StoreRefused
 
@@ -135,7 +135,7 @@ def _safe(url: str) -> str:
 _OUTAGE_CLASSES = frozenset({"08", "25", "2D", "40", "53", "55", "57", "58", "F0", "XX"})
 _OUTAGE_CODES = frozenset({"42501", "42P01", "42703"})
 # Without a SQLSTATE (SQLite, or an error of the driver itself), the DB-API's class decides.
-_OUTAGES = (OperationalError, InterfaceError, InternalError, DisconnectionError, TimeoutError)
+_OUTAGES = (OperationalError, InterfaceError, InternalError, DisconnectionError, PoolTimeout)
 
 
 def is_outage(e: SQLAlchemyError) -> bool:
