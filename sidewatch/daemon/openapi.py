@@ -16,7 +16,7 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 _ERRORS = {
-    "400": _json(_ERROR, "a query or body that cannot be read"),
+    "400": _json(_ERROR, "a query or body that cannot be read, or whose data the store refused"),
     "401": _json(_ERROR, "no token, or an unknown one"),
     "403": _json(
         _ERROR,

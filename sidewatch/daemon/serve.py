@@ -13,6 +13,7 @@ import resource
 import ssl
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from apscheduler.triggers.cron import CronTrigger
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy.exc import StatementError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -41,7 +43,7 @@ from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
-from sidewatch.store.db import open_store
+from sidewatch.store.db import failure, open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
 
@@ -75,6 +77,32 @@ class JsonLogs(logging.Formatter):
             lines = self.formatException(record.exc_info).split("\n")
             entry["exc"] = cap("\n".join(map(clean, lines)), LOG_TRACEBACK_LIMIT)
         return orjson.dumps(entry).decode()
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback; but where a database error is in it, that error is told as its class
+        and code only (its text holds the statement, and a server's DETAIL line may hold a
+        unit's values) and frames without their source lines (which may quote a statement)."""
+        chain: list[BaseException] = []
+        exc: BaseException | None = ei[1]
+        while exc is not None and exc not in chain:
+            chain.append(exc)
+            exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        if not any(_is_db_error(x) for x in chain):
+            return super().formatException(ei)
+        return "\n\nwhich led to:\n\n".join(
+            "Traceback (most recent call last):\n"
+            + "".join(
+                f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
+                for f in traceback.extract_tb(x.__traceback__)
+            )
+            + (failure(x) if _is_db_error(x) else f"{type(x).__name__}: {x}")
+            for x in reversed(chain)
+        )
+
+
+def _is_db_error(e: BaseException) -> bool:
+    """SQLAlchemy's wrapper of a driver error, or a driver's own (psycopg, sqlite3)."""
+    return isinstance(e, StatementError) or hasattr(e, "sqlstate") or hasattr(e, "sqlite_errorcode")
 
 
 LOG_REPEAT_SECONDS = 60.0  # how often a message a client can trigger may be logged
