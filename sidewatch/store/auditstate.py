@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import FindingFact
-from sidewatch.store.db import QUERY_REFUSED, classified, failure, store_error
+from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
 from sidewatch.store.models import (
     DirtyThread,
     FindingRow,
@@ -191,9 +191,16 @@ class AuditState:
     ) -> None:
         """Record one batch of verdicts at once: states, transitions, findings (a finding
         already stored is not stored again), and clear the dirty marks read before the batch.
-        `fence` runs first in the same transaction and may refuse it (store.lease)."""
+        `fence` runs first in the same transaction and may refuse it (store.lease). Raises
+        StoreError for an outage, StoreRefused when the database refuses a value of it."""
         try:
-            with self.engine.begin() as conn:
+            with (
+                classified(
+                    "store unavailable, the tick's verdicts were not saved",
+                    "the store refused a verdict",
+                ),
+                self.engine.begin() as conn,
+            ):
                 if fence is not None:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
@@ -223,10 +230,8 @@ class AuditState:
                 )
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
-        except OperationalError as e:
-            raise store_error("store unavailable, the tick's verdicts were not saved", e) from None
-        except SQLAlchemyError as e:
-            raise store_error("saving verdicts failed", e) from None
+        except (OverflowError, UnicodeError) as e:  # the driver's own refusal of a value
+            raise refused("the store refused a verdict", e) from None
 
     def policies_changed(self, fingerprint: str) -> int:
         """When the policies differ from those the stored verdicts used, mark every thread

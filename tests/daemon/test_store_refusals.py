@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sqlite3
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
 from pathlib import Path
 
-import psycopg
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import make_url, text
+from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from sidewatch.cli.main import cli
@@ -41,6 +38,7 @@ from tests.daemon.test_http import (
     states,
     store_outage,
 )
+from tests.storefaults import refusing_thread
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette's TestClient prefers httpx2 (see test_http)
@@ -50,32 +48,6 @@ POISON = "poison-7f3a9c"  # the thread whose facts the store refuses
 OVER = 2**63 + 7  # over a BIGINT: SQLite's driver and PostgreSQL both refuse it
 # What an answer or a log line must never hold: the refused values, the statement, parameters.
 LEAKS = (POISON, str(OVER), "INSERT", "[SQL", "parameters", "DETAIL", "\\u0000", "\x00")
-
-
-@contextmanager
-def refusing_thread(db_url: str, thread: str) -> Iterator[None]:
-    """The store, migrated, refuses every run fact of `thread` by a constraint of its own
-    (SQLite: a trigger that aborts; PostgreSQL: a CHECK), dropped afterwards: a PostgreSQL
-    schema is lent to the next test."""
-    open_store(db_url).dispose()
-    url = make_url(db_url)
-    name = f"refuse_{thread.replace('-', '_')}"
-    if url.get_backend_name() == "sqlite":
-        with closing(sqlite3.connect(str(url.database), isolation_level=None)) as lite:
-            lite.execute(
-                f"CREATE TRIGGER {name} BEFORE INSERT ON run_fact WHEN NEW.thread_id = "
-                f"'{thread}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
-            )
-            yield
-            lite.execute(f"DROP TRIGGER {name}")
-        return
-    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(dsn, autocommit=True) as pg:
-        pg.execute(f"ALTER TABLE run_fact ADD CONSTRAINT {name} CHECK (thread_id <> '{thread}')")
-        try:
-            yield
-        finally:
-            pg.execute(f"ALTER TABLE run_fact DROP CONSTRAINT {name}")
 
 
 def _poisoned(change: Callable[[Fact], Fact]) -> type[Interpreter]:
