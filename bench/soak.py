@@ -379,7 +379,7 @@ def slow_loop(daemon: Daemon, until: float, stop: threading.Event, tally: Tally)
         partial = b"\n".join(lines) + b"\n"
         how = rng.choice(("stalled head", "stalled body", "trickling body"))
         head = (
-            f"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{daemon.port}\r\n"
             f"Content-Type: application/x-ndjson\r\nContent-Length: {len(partial) + 1000}\r\n"
         ).encode()
         try:

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ DEFAULT_REPORT_SCHEDULE = "0 0 * * *"  # nightly, UTC
 REPORT_FORMATS = ("md", "html", "json")
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_MAX_INFLATED = 64 * 1024 * 1024
+DEFAULT_MAX_CONNECTIONS = 1024
 SCOPES = frozenset({"ingest", "read"})
 ENV_TOKENS = {"SIDEWATCH_INGEST_TOKEN": "ingest", "SIDEWATCH_READ_TOKEN": "read"}
 DEFAULT_ROLE_PREFIXES = ("role:", "policy:", "group:", "team:", "queue:", "service:")
@@ -61,25 +63,60 @@ class Config:
     db_url: str = DEFAULT_DB_URL
     store_busy_timeout_ms: int = 10_000  # SQLite: how long to wait for another writer
     policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
-    approver_ref_key: str | None = None  # None: a random per-store key is generated
+    approver_ref_key: str | None = None  # None: the key in `hash_key_file` (generated)
+    hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see README)
+    keyed_digests: bool = False  # privacy.actionDigest: keyed (HMAC with the hash key)
     role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
     listen: str = DEFAULT_LISTEN
     tokens: tuple[Token, ...] = ()
+    # Names the server is also reached by (Host), besides its listen address and loopback's.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()  # browser origins allowed to call (scheme://host:port)
+    max_connections: int = (
+        DEFAULT_MAX_CONNECTIONS  # open connections at once; the oldest idle yields
+    )
+    trusted_proxies: tuple[str, ...] = ()  # addresses/CIDRs whose X-Forwarded-For is believed
+    tls_cert_file: str | None = None  # None: plain HTTP
+    tls_key_file: str | None = None
+    allow_plaintext: bool = False  # plain HTTP on a non-loopback address (TLS done elsewhere)
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED
     max_lines_per_unit: int = 100_000
     max_line_bytes: int = 1024 * 1024
     request_timeout_ms: int = 30_000  # the whole body must arrive within this, else 408
     audit_interval_ms: int = 30_000
-    protect_metrics: bool = False  # /metrics needs a token with the read scope
+    # /metrics needs a token with the read scope; None: only when listening beyond loopback.
+    protect_metrics: bool | None = None
     alertmanager_url: str | None = None  # None: no push (the default)
     alertmanager_resend_ms: int = 60_000
+    alertmanager_max_per_push: int = 500  # alerts in one push; the rest go in the next ones
     report_schedule: str | None = DEFAULT_REPORT_SCHEDULE  # cron (UTC); None: no nightly job
     report_window_ms: int = 86_400_000
     report_directory: str = "./reports"
     report_formats: tuple[str, ...] = REPORT_FORMATS
     report_retention_ms: int = 30 * 86_400_000
     nats: NatsSource | None = None  # None: no JetStream ingest (the default)
+
+    @property
+    def metrics_protected(self) -> bool:
+        if self.protect_metrics is not None:
+            return self.protect_metrics
+        return not is_loopback(split_listen(self.listen)[0])
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """`HOST:PORT` (an IPv6 host in brackets) as the host, without brackets, and the port."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_duration(value: Any) -> int:
@@ -170,16 +207,29 @@ def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str])
 
 def _privacy(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     privacy = _section(data, "privacy", problems)
-    _keys(privacy, "privacy", {"approverRefKey", "rolePrefixes"}, problems)
+    known = {"approverRefKey", "hashKeyFile", "actionDigest", "rolePrefixes"}
+    _keys(privacy, "privacy", known, problems)
     key = privacy.get("approverRefKey")
     if key is not None and (not isinstance(key, str) or len(key) < 16):
         problems.append("privacy.approverRefKey: must be a string of at least 16 characters")
         key = None
+    key_file = privacy.get("hashKeyFile")
+    if key_file is not None and (not isinstance(key_file, str) or not key_file):
+        problems.append("privacy.hashKeyFile: must be a file path")
+        key_file = None
+    digest = privacy.get("actionDigest", "plain")
+    if digest not in ("plain", "keyed"):
+        problems.append("privacy.actionDigest: must be plain or keyed")
     prefixes = privacy.get("rolePrefixes", list(DEFAULT_ROLE_PREFIXES))
     if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
         problems.append("privacy.rolePrefixes: must be a list of non-empty strings")
         prefixes = list(DEFAULT_ROLE_PREFIXES)
-    return {"approver_ref_key": env.get(ENV_REF_KEY) or key, "role_prefixes": tuple(prefixes)}
+    return {
+        "approver_ref_key": env.get(ENV_REF_KEY) or key,
+        "hash_key_file": key_file,
+        "keyed_digests": digest == "keyed",
+        "role_prefixes": tuple(prefixes),
+    }
 
 
 def _server(
@@ -198,6 +248,12 @@ def _server(
         "maxLinesPerUnit",
         "maxLineBytes",
         "requestTimeout",
+        "maxConnections",
+        "allowedHosts",
+        "allowedOrigins",
+        "trustedProxies",
+        "tls",
+        "allowPlaintext",
     }
     _keys(server, "server", known, problems)
     listen = server.get("listen", DEFAULT_LISTEN)
@@ -210,13 +266,73 @@ def _server(
     return {
         "listen": listen,
         "tokens": _tokens(server.get("tokens"), env, files, problems),
-        "protect_metrics": _flag(server, "protectMetrics", "server", problems),
+        "protect_metrics": (
+            _flag(server, "protectMetrics", "server", problems)
+            if server.get("protectMetrics") is not None
+            else None
+        ),
+        "max_connections": _whole(
+            server, "maxConnections", DEFAULT_MAX_CONNECTIONS, problems, 1, "number of connections"
+        ),
+        **_exposure(server, problems),
         "max_body_bytes": _size(server, "maxBodyBytes", DEFAULT_MAX_BODY, problems),
         "max_inflated_bytes": _size(server, "maxInflatedBytes", DEFAULT_MAX_INFLATED, problems),
         "max_lines_per_unit": _lines(server, "maxLinesPerUnit", 100_000, problems),
         "max_line_bytes": _size(server, "maxLineBytes", 1024 * 1024, problems),
         "request_timeout_ms": timeout,
     }
+
+
+_HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+)$")
+_ORIGIN = re.compile(r"^https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+)(:\d{1,5})?$", re.IGNORECASE)
+
+
+def _exposure(server: Mapping[str, Any], problems: list[str]) -> Section:
+    """Who may reach the server and how: Host names, browser origins, trusted proxies, TLS."""
+    hosts = _strings(server, "allowedHosts", _HOST.match, "host names such as sw.example", problems)
+    origins = _strings(
+        server, "allowedOrigins", _ORIGIN.match, "origins such as https://app.example", problems
+    )
+    proxies = _strings(
+        server, "trustedProxies", _network, "addresses or CIDRs such as 10.0.0.0/8", problems
+    )
+    tls = _section(server, "tls", problems)
+    _keys(tls, "server.tls", {"certFile", "keyFile"}, problems)
+    files = [tls.get(k) for k in ("certFile", "keyFile")]
+    if tls and not all(isinstance(f, str) and f for f in files):
+        problems.append("server.tls: needs both certFile and keyFile (paths to PEM files)")
+        files = [None, None]
+    return {
+        "allowed_hosts": tuple(h.lower().strip("[]") for h in hosts),
+        "allowed_origins": tuple(o.lower() for o in origins),
+        "trusted_proxies": tuple(str(ipaddress.ip_network(p, strict=False)) for p in proxies),
+        "tls_cert_file": files[0],
+        "tls_key_file": files[1],
+        "allow_plaintext": _flag(server, "allowPlaintext", "server", problems),
+    }
+
+
+def _network(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _strings(
+    section: Mapping[str, Any],
+    key: str,
+    valid: Callable[[str], object],
+    rule: str,
+    problems: list[str],
+) -> list[str]:
+    """server.`key`: a list of strings that are each `valid` (empty when absent or bad)."""
+    v = section.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) and valid(x) for x in v):
+        problems.append(f"server.{key}: must be a list of {rule}")
+        return []
+    return v
 
 
 def _auditor(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
@@ -230,14 +346,19 @@ def _auditor(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
 
 def _alertmanager(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     am = _section(data, "alertmanager", problems)
-    _keys(am, "alertmanager", {"url", "resendInterval"}, problems)
+    _keys(am, "alertmanager", {"url", "resendInterval", "maxAlertsPerPush"}, problems)
     url = am.get("url")
     if url is not None and (not isinstance(url, str) or "://" not in url):
         problems.append("alertmanager.url: must be a URL such as http://127.0.0.1:9093")
         url = None
+    per_push = am.get("maxAlertsPerPush", 500)
+    if isinstance(per_push, bool) or not isinstance(per_push, int) or per_push < 1:
+        problems.append("alertmanager.maxAlertsPerPush: must be a whole number, at least 1")
+        per_push = 500
     return {
         "alertmanager_url": url,
         "alertmanager_resend_ms": _dur(am, "resendInterval", 60_000, "alertmanager", problems),
+        "alertmanager_max_per_push": per_push,
     }
 
 

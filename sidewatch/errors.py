@@ -5,7 +5,9 @@
     ├── StoreError              the store cannot be reached, migrated or written
     └── InputError              an ingest unit cannot be read at all
         │                       (a bad *line* is a reject, not this)
-        └── TooLarge            over a size limit (HTTP 413)
+        ├── TooLarge            over a size limit (HTTP 413)
+        └── StoreRefused        the store refused the unit's data: a property of the unit,
+                                not an outage (HTTP 400, JetStream terminates it)
 
 "Unknown" and "uncertain" are verdicts, not exceptions; a rejected line is a value
 (`ingest.reader.Reject`), counted and reported, never raised.
@@ -30,7 +32,13 @@ class ConfigError(SidewatchError):
 
 
 class StoreError(SidewatchError):
-    """The store is unavailable or its schema cannot be brought up to date."""
+    """The store is unavailable or its schema cannot be brought up to date. `reason` is the
+    store's own (its error class and code, and an outage's one-line cause), never a statement
+    or a value."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class InputError(SidewatchError):
@@ -39,3 +47,13 @@ class InputError(SidewatchError):
 
 class TooLarge(InputError):
     """An ingest unit is over a limit: inflated size, or lines per unit."""
+
+
+class StoreRefused(InputError):
+    """The store refused a unit's data (a data, integrity or programming error: a NUL in a
+    string on PostgreSQL, an integer out of range). Nothing was stored, and the same unit would
+    be refused again: it is not retried. `reason` is the error's class and code only."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

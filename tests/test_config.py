@@ -258,3 +258,22 @@ def test_a_token_secret_never_shows_in_the_config_repr() -> None:
     )
 
     assert "very-secret-token-123" not in repr(cfg)
+
+
+def test_the_alertmanager_push_carries_500_alerts_at_most_as_the_example_says() -> None:
+    cfg = load_config(yaml.safe_load(EXAMPLE.read_text()), {})
+
+    assert (500, 500) == (Config().alertmanager_max_per_push, cfg.alertmanager_max_per_push)
+    assert (
+        20 == load_config({"alertmanager": {"maxAlertsPerPush": 20}}, {}).alertmanager_max_per_push
+    )
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "500", True, None])
+def test_max_alerts_per_push_is_a_whole_number_of_at_least_one(value: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"alertmanager": {"maxAlertsPerPush": value}}, {})
+
+    assert ["alertmanager.maxAlertsPerPush: must be a whole number, at least 1"] == (
+        err.value.problems
+    )

@@ -173,7 +173,7 @@ def test_no_content_reaches_logs_metrics_reports_alerts_or_the_read_api(
     db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    daemon = Daemon(replace(Config(), db_url=db_url))
+    daemon = Daemon(replace(Config(), db_url=db_url, allowed_hosts=("testserver",)))
     client = TestClient(daemon.app)
     body = "\n".join(json.dumps(line) for line in _lines()).encode()
     bad = b'{"type":"RUN_STARTED","threadId":"SECRET-IN-A-BAD-LINE-4141"'

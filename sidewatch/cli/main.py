@@ -29,9 +29,9 @@ from sidewatch.config import (
 )
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
 from sidewatch.daemon.reports import render, report_name, write_atomic
-from sidewatch.errors import ConfigError, SidewatchError
+from sidewatch.errors import ConfigError, SidewatchError, StoreRefused
 from sidewatch.ingest.reader import read_file
-from sidewatch.report.verdicts import audit_json, audit_table
+from sidewatch.report.verdicts import FIRST_MS, audit_json, audit_table
 from sidewatch.store.db import open_store, revision, upgrade
 from sidewatch.store.repo import Store
 
@@ -138,7 +138,10 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     allowed. A unit is stored whole or not at all; ingesting it again changes nothing.
     Bad lines are listed with their line numbers and the rest is still stored.
 
-    Exit status: 0 when no line was rejected, 1 when any was.
+    A file whose data the store refuses (a value the database cannot hold) is reported on
+    one line, nothing of it is stored, and the other files go on.
+
+    Exit status: 0 when no line was rejected, 1 when any was (or any file was refused).
     """
     cfg = _config(config_path, db)
     any_rejected = False
@@ -149,7 +152,16 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
             body = read_file(path)
             if show_progress:
                 click.echo(f"[{n}/{len(paths)}] {path}: {len(body) / 1e6:.1f} MB …", err=True)
-            summary = ingest_unit(store, path, body, int(time.time() * 1000), protect)
+            try:
+                summary = ingest_unit(store, path, body, int(time.time() * 1000), protect)
+            except StoreRefused as e:  # this file's data, not the store: the next file goes on
+                click.echo(
+                    f"sidewatch: error: {path}: the store refused its data ({e.reason}); "
+                    "nothing of it was stored",
+                    err=True,
+                )
+                any_rejected = True
+                continue
             click.echo(
                 f"{path}: {summary.accepted} accepted, {summary.skipped} skipped, "
                 f"{len(summary.rejects)} rejected"
@@ -245,8 +257,10 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     GET  /metrics            Prometheus metrics
     GET  /healthz, /readyz   liveness and readiness
 
-    Without tokens it listens on loopback only. SIGTERM drains requests, finishes the
-    running audit tick and closes the store.
+    Without tokens it listens on loopback only; beyond loopback it serves HTTPS
+    (server.tls), or plain HTTP only with server.allowPlaintext. Requests from other
+    sites' web pages are refused. SIGTERM drains requests, finishes the running audit
+    tick and closes the store.
 
     Several replicas may share one store (PostgreSQL): all ingest and answer reads, and
     the one holding the audit lease audits (sidewatch_audit_lease_held says which); with
@@ -305,6 +319,8 @@ def report_cmd(
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--window") from None
     end = _parse_at(at)
+    if end - window_ms < FIRST_MS:  # its charts need a calendar date at every tick
+        raise click.BadParameter("the window must start after the year 1", param_hint="--at")
     cfg = _config(config_path, db)
     with _store(cfg) as engine:
         body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)

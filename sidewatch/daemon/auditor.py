@@ -9,7 +9,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import orjson
 
@@ -18,6 +18,7 @@ from sidewatch.core.facts import FindingFact
 from sidewatch.core.health import classify
 from sidewatch.core.model import CLOSED_STATES, NEXT_MOVE, OWNER, State, Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
+from sidewatch.errors import StoreRefused
 from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait
 from sidewatch.exporters.snapshot import (
     AUDIT_BUCKETS,
@@ -124,10 +125,7 @@ class Auditor:
 
     def _batch(self, threads: list[str], marks: dict[str, int], now: int) -> tuple[int, int, int]:
         stored = self.state.states(threads)
-        states: list[StoredState] = []
-        records: list[StoredTransition] = []
-        findings: list[FindingFact] = []
-        closing: list[tuple[WaitEvidence, Verdict]] = []
+        groups: list[_Group] = []
         errors = 0
         keep: set[str] = set()  # threads to look at again next tick, whatever is due
         for facts in self.store.threads(threads):
@@ -138,83 +136,99 @@ class Auditor:
                 errors += 1
                 keep.add(facts.thread_id)
                 continue
-            findings += assembled.findings
+            g = _Group(facts.thread_id, findings=list(assembled.findings))
             for ev in assembled.waits:
                 if ev.requested_at > now:  # a producer's clock ahead of ours
                     keep.add(ev.thread_id)
-                    continue
-                policy = self.policy_for(ev.action, ev.reason)
-                try:
-                    verdict = classify(ev, policy, now)
-                except Exception:
-                    log.exception("wait %s could not be classified; skipped", ev.request_id)
+                elif not self._wait(g, ev, stored.get(ev.request_id), now):
                     errors += 1
-                    keep.add(ev.thread_id)  # retried next tick
-                    continue
-                old = stored.get(ev.request_id)
-                states.append(_stored(ev, verdict, now, _next_item(ev, now)))
-                recorded = self._record(ev, verdict, old, now)
-                records += recorded
-                if recorded and verdict.closed:
-                    closing.append((ev, verdict))
-                findings += [
-                    FindingFact(
-                        rule=rule,
-                        at=now,
-                        seq=0,
-                        thread_id=ev.thread_id,
-                        run_id=ev.run_id,
-                        interrupt_id=ev.interrupt_id,
-                    )
-                    for rule in verdict.findings
-                ]
-        cleared = [(t, marks[t]) for t in threads if t in marks and t not in keep]
-        self.state.save(
-            states, records, findings, cleared, self.lease.fence if self.lease else None
-        )
+                    keep.add(ev.thread_id)  # its state is not saved: it is looked at again
+            groups.append(g)
+        grouped = {g.thread for g in groups}
+        for g in groups:
+            if g.thread in marks and g.thread not in keep:
+                g.cleared.append((g.thread, marks[g.thread]))
+        rest = _Group("")  # the marks of threads that hold no facts: nothing to evaluate
+        rest.cleared = [(t, marks[t]) for t in threads if t in marks and t not in grouped]
+        saved, refused = self._save([*groups, rest])
+        # The counters move only with what was committed: verdicts not saved are evaluated
+        # again at the next tick, and counted then.
+        for g in saved:
+            self._apply(g.delta)
+        errors += refused
         if self.on_closed is not None:  # only once saved: a fenced-out save closes nothing
-            for ev, verdict in closing:
-                try:
-                    self.on_closed(ev, verdict)
-                except Exception:  # an exporter never stops the audit
-                    log.exception("closing hook failed for %s", ev.request_id)
-        return len(states), len(records), errors
+            for g in saved:
+                for ev, verdict in g.closing:
+                    try:
+                        self.on_closed(ev, verdict)
+                    except Exception:  # an exporter never stops the audit
+                        log.exception("closing hook failed for %s", ev.request_id)
+                        errors += 1
+        return sum(len(g.states) for g in saved), sum(len(g.records) for g in saved), errors
 
-    def _record(
-        self, ev: WaitEvidence, v: Verdict, old: StoredState | None, now: int
-    ) -> list[StoredTransition]:
-        policy = v.policy
-        if old is not None and not old.closed:
-            self.open_waits[(old.state, old.policy)] -= 1
-        if not v.closed:
-            self.open_waits[(v.state.value, policy)] += 1
-        f = v.facts
-        if f.decided_at is not None and (old is None or old.decided_at is None):
-            self._acc(self.decision, policy, DECISION_BUCKETS).observe(
-                (f.decided_at - ev.requested_at) / 1000
+    def _wait(self, g: _Group, ev: WaitEvidence, old: StoredState | None, now: int) -> bool:
+        """Classify one wait into its thread's group; False (logged) when that failed."""
+        try:
+            verdict = classify(ev, self.policy_for(ev.action, ev.reason), now)
+        except Exception:
+            log.exception("wait %s could not be classified; skipped", ev.request_id)
+            return False
+        delta = _Delta()
+        try:
+            state = _stored(ev, verdict, now, _next_item(ev, now))
+            recorded = _record(ev, verdict, old, now, delta)
+        except Exception:  # e.g. a value no serializer takes: the others are saved
+            log.exception("wait %s could not be recorded; retried", ev.request_id)
+            return False
+        g.states.append(state)
+        g.records += recorded
+        g.delta.merge(delta)
+        if recorded and verdict.closed:
+            g.closing.append((ev, verdict))
+        g.findings += [
+            FindingFact(
+                rule=rule,
+                at=now,
+                seq=0,
+                thread_id=ev.thread_id,
+                run_id=ev.run_id,
+                interrupt_id=ev.interrupt_id,
             )
-        if (
-            f.receipt_at is not None
-            and f.decided_at is not None
-            and (old is None or old.receipt_at is None)
-        ):
-            self._acc(self.resume, policy, RESUME_BUCKETS).observe(
-                max(0, f.receipt_at - f.decided_at) / 1000
-            )
-        changes = _changes(old, v)
-        if not changes:
-            return []
-        thresholds = orjson.dumps(thresholds_json(v)).decode()
-        evidence = orjson.dumps(evidence_json(v)).decode()
-        out = []
-        for frm, to, at in changes:
-            self.transitions[(frm or "none", to)] += 1
-            if to in CLOSED_STATES:
-                self.closed[(to, policy)] += 1
-            out.append(
-                StoredTransition(ev.request_id, frm, to, at, now, policy, thresholds, evidence)
-            )
-        return out
+            for rule in verdict.findings
+        ]
+        return True
+
+    def _save(self, groups: list[_Group]) -> tuple[list[_Group], int]:
+        """Save the groups in one transaction. Should the store refuse a value in it (a data or
+        integrity error, not an outage), save them thread by thread, so that only the threads
+        whose verdicts it refuses are held back: logged, counted and retried next tick. An
+        outage (StoreError) or a lost lease is raised, and nothing of the batch is saved."""
+        fence = self.lease.fence if self.lease else None
+        try:
+            self.state.save(*_joined(groups), fence)
+            return groups, 0
+        except StoreRefused as e:
+            log.warning("the store refused a verdict of a batch (%s): saving by thread", e.reason)
+        saved: list[_Group] = []
+        for g in groups:
+            try:
+                self.state.save(*_joined([g]), fence)
+            except StoreRefused as e:
+                log.error(
+                    "the store refused the verdicts of thread %s (%s); retried", g.thread, e.reason
+                )
+                continue
+            saved.append(g)
+        return saved, len(groups) - len(saved)
+
+    def _apply(self, d: _Delta) -> None:
+        self.open_waits.update(d.open_waits)
+        self.transitions.update(d.transitions)
+        self.closed.update(d.closed)
+        for policy, seconds in d.decision:
+            self._acc(self.decision, policy, DECISION_BUCKETS).observe(seconds)
+        for policy, seconds in d.resume:
+            self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
 
     def skipped_tick(self) -> None:
         """A tick could not run (the store was unavailable): counted, and visible at once."""
@@ -237,6 +251,80 @@ class Auditor:
             audit_skipped=self.skipped,
             ticks=self.ticks,
         )
+
+
+@dataclass(slots=True)
+class _Delta:
+    """What recording verdicts changes in the auditor's counters, applied only once the
+    verdicts are committed (a save that fails counts nothing)."""
+
+    open_waits: Counter[tuple[str, str]] = field(default_factory=Counter)
+    transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    closed: Counter[tuple[str, str]] = field(default_factory=Counter)
+    decision: list[tuple[str, float]] = field(default_factory=list)  # (policy, seconds)
+    resume: list[tuple[str, float]] = field(default_factory=list)
+
+    def merge(self, other: _Delta) -> None:
+        self.open_waits.update(other.open_waits)
+        self.transitions.update(other.transitions)
+        self.closed.update(other.closed)
+        self.decision += other.decision
+        self.resume += other.resume
+
+
+@dataclass(slots=True)
+class _Group:
+    """One thread's share of a batch: what is saved, counted and closed together."""
+
+    thread: str
+    states: list[StoredState] = field(default_factory=list)
+    records: list[StoredTransition] = field(default_factory=list)
+    findings: list[FindingFact] = field(default_factory=list)
+    cleared: list[tuple[str, int]] = field(default_factory=list)
+    closing: list[tuple[WaitEvidence, Verdict]] = field(default_factory=list)
+    delta: _Delta = field(default_factory=_Delta)
+
+
+def _joined(
+    groups: list[_Group],
+) -> tuple[list[StoredState], list[StoredTransition], list[FindingFact], list[tuple[str, int]]]:
+    return (
+        [x for g in groups for x in g.states],
+        [x for g in groups for x in g.records],
+        [x for g in groups for x in g.findings],
+        [x for g in groups for x in g.cleared],
+    )
+
+
+def _record(
+    ev: WaitEvidence, v: Verdict, old: StoredState | None, now: int, delta: _Delta
+) -> list[StoredTransition]:
+    """The transitions to store for `v`, and its changes to the counters into `delta`."""
+    policy = v.policy
+    changes = _changes(old, v)
+    # Serialized before any counter moves: a wait that cannot be recorded counts nothing.
+    thresholds = orjson.dumps(thresholds_json(v)).decode() if changes else ""
+    evidence = orjson.dumps(evidence_json(v)).decode() if changes else ""
+    if old is not None and not old.closed:
+        delta.open_waits[(old.state, old.policy)] -= 1
+    if not v.closed:
+        delta.open_waits[(v.state.value, policy)] += 1
+    f = v.facts
+    if f.decided_at is not None and (old is None or old.decided_at is None):
+        delta.decision.append((policy, (f.decided_at - ev.requested_at) / 1000))
+    if (
+        f.receipt_at is not None
+        and f.decided_at is not None
+        and (old is None or old.receipt_at is None)
+    ):
+        delta.resume.append((policy, max(0, f.receipt_at - f.decided_at) / 1000))
+    out = []
+    for frm, to, at in changes:
+        delta.transitions[(frm or "none", to)] += 1
+        if to in CLOSED_STATES:
+            delta.closed[(to, policy)] += 1
+        out.append(StoredTransition(ev.request_id, frm, to, at, now, policy, thresholds, evidence))
+    return out
 
 
 def _changes(old: StoredState | None, v: Verdict) -> list[tuple[str | None, str, int]]:

@@ -21,6 +21,7 @@ from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -29,9 +30,10 @@ from sidewatch.config import Config, Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.openapi import OPENAPI
+from sidewatch.daemon.origin import SameOrigin
 from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
 from sidewatch.daemon.waits import wait_detail, waits_now
-from sidewatch.errors import InputError, StoreError, TooLarge
+from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import NDJSON_TYPES, gunzip
@@ -173,14 +175,22 @@ async def post_events(request: Request) -> Response:
         summary = await run_in_threadpool(ingest, app, source, body, media, encoding)
     except TooLarge as e:
         return _error(413, str(e))
+    except StoreRefused as e:
+        # A property of the body, not an outage: a 503 would have it retried for ever.
+        log.warning("ingest from %s refused by the store (%s); nothing stored", source, e.reason)
+        return _error(
+            400,
+            f"the store refused this unit's data ({e.reason}); nothing of this body was "
+            "stored, do not retry it unchanged",
+        )
     except InputError as e:
         return _error(400, str(e))
     except StoreError as e:
-        log.warning("ingest refused, store unavailable: %s", e)
-        # The store's own reason (a full disk, a lock, a refused connection) is said, not hidden.
-        reason = " ".join(str(e.__cause__ or e).split())[:300]
+        log.warning("ingest refused, store unavailable: %s", e.reason)
+        # The store's own reason (a full disk, a lock, a refused connection) is said, not
+        # hidden; never its statement or a value.
         return _error(
-            503, f"store unavailable ({reason}); nothing of this body was stored, retry later"
+            503, f"store unavailable ({e.reason}); nothing of this body was stored, retry later"
         )
     return _json(
         {
@@ -202,7 +212,8 @@ def ingest(
 ) -> IngestSummary:
     """The one ingest path of HTTP and JetStream (blocking; run it in a worker thread): undo
     gzip, interpret, commit the unit, count its lines. Raises InputError (unreadable),
-    TooLarge, or StoreError (nothing stored)."""
+    TooLarge, StoreRefused (the store refused its data) or StoreError (store unavailable);
+    each time nothing was stored."""
     cfg = app.config
     if encoding == "gzip" or body[:2] == b"\x1f\x8b":
         body = gunzip(body, cfg.max_inflated_bytes)
@@ -269,6 +280,8 @@ async def get_wait(request: Request) -> Response:
         body = await run_in_threadpool(wait_detail, app.store, app.auditor, request_id)
     except StoreError:
         return _error(503, "store unavailable")
+    except StoreRefused:  # a requestId the store cannot even hold (a NUL) names no wait
+        body = None
     if body is None:
         return _error(404, f"no wait with requestId {request_id!r}")
     return _json(body)
@@ -276,7 +289,7 @@ async def get_wait(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
-    if app.config.protect_metrics:
+    if app.config.metrics_protected:
         return await _protected_metrics(request)
     return _metrics(app, request)
 
@@ -341,6 +354,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
+        middleware=[Middleware(SameOrigin, config=state.config)],
     )
     app.state.sidewatch = state
     return app

@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sidewatch.config import NatsSource
 from sidewatch.daemon.http import AppState, ingest, media_and_encoding
-from sidewatch.errors import InputError, StoreError, TooLarge
+from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 
 log = logging.getLogger("sidewatch.nats")
 
@@ -35,6 +35,7 @@ class Outcome(StrEnum):
     STORED = "stored"  # committed: ack
     DUPLICATE = "duplicate"  # committed by an earlier delivery: ack again
     UNREADABLE = "unreadable"  # can never be read: terminate (no redelivery), logged
+    REFUSED = "refused"  # the store refused its data, and would again: terminate, logged
     RETRY = "retry"  # the store is unavailable and nothing was stored: nak, redelivered later
 
 
@@ -47,7 +48,8 @@ def handle(
     key: str,
 ) -> Outcome:
     """One message through the HTTP ingest path (blocking; run it in a worker thread). What
-    HTTP answers with 400, 413 or 415 is UNREADABLE here; its 503 is RETRY."""
+    HTTP answers with 400, 413 or 415 is UNREADABLE (REFUSED: the store refused its data)
+    here; its 503 is RETRY."""
     head = {k.lower(): v for k, v in (headers or {}).items()}
     decoded = media_and_encoding(head.get("content-type"), head.get("content-encoding"))
     limit = app.config.max_body_bytes
@@ -57,12 +59,20 @@ def handle(
         if len(body) > limit:
             raise TooLarge(f"message of {len(body)} bytes is over the limit of {limit}")
         summary = ingest(app, source, body, *decoded, received_at=received_at, key=key)
+    except StoreRefused as e:
+        # Redelivered, it would be refused again and hold back every message behind it.
+        log.warning(
+            "JetStream message %s terminated, the store refused its data: %s", key, e.reason
+        )
+        return Outcome.REFUSED
     except (InputError, TooLarge) as e:
         # The reason names the problem (a line number, a size), never the content.
         log.warning("JetStream message %s terminated, it cannot be read: %s", key, e)
         return Outcome.UNREADABLE
     except StoreError as e:
-        log.warning("JetStream message %s not acknowledged, to be delivered again: %s", key, e)
+        log.warning(
+            "JetStream message %s not acknowledged, to be delivered again: %s", key, e.reason
+        )
         return Outcome.RETRY
     return Outcome.DUPLICATE if summary.duplicate else Outcome.STORED
 
@@ -223,7 +233,7 @@ class JetStreamIngest:
                     await rest.nak(delay=src.retry_delay_ms / 1000)
                 await self._pause(src.retry_delay_ms / 1000)
                 return
-            if outcome is Outcome.UNREADABLE:
+            if outcome in (Outcome.UNREADABLE, Outcome.REFUSED):
                 await msg.term()
             else:
                 await msg.ack()
@@ -240,8 +250,8 @@ class JetStreamCollector(Collector):
         messages = CounterMetricFamily(
             "sidewatch_jetstream_messages",
             "JetStream messages handled by this replica, by outcome: stored (acked), duplicate "
-            "(stored before, acked again), unreadable (terminated), retry (store unavailable, "
-            "nak'ed for redelivery).",
+            "(stored before, acked again), unreadable (terminated), refused (the store refused "
+            "its data: terminated), retry (store unavailable, nak'ed for redelivery).",
             labels=["outcome"],
         )
         for outcome, n in self.consumer.outcomes.items():

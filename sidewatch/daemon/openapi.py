@@ -16,9 +16,13 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 _ERRORS = {
-    "400": _json(_ERROR, "a query or body that cannot be read"),
+    "400": _json(_ERROR, "a query or body that cannot be read, or whose data the store refused"),
     "401": _json(_ERROR, "no token, or an unknown one"),
-    "403": _json(_ERROR, "a token without the scope"),
+    "403": _json(
+        _ERROR,
+        "a token without the scope; or a request from another site's web page (Origin, "
+        "Sec-Fetch-Site), or without tokens for a Host that is not this server's",
+    ),
     "503": _json(_ERROR, "the store is unavailable; nothing was stored, safe to retry"),
 }
 _WAIT: dict[str, Any] = {

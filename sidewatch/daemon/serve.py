@@ -7,11 +7,13 @@ restart continues from there with nothing lost or counted twice."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
+import resource
+import ssl
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -25,12 +27,14 @@ from apscheduler.triggers.cron import CronTrigger
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy.exc import StatementError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
-from sidewatch.config import Config
+from sidewatch.config import Config, is_loopback, split_listen
+from sidewatch.core.text import cap, clean, safe
 from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.pipeline import ref_protector, report
@@ -38,8 +42,8 @@ from sidewatch.daemon.reports import write_reports
 from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
-from sidewatch.exporters.prometheus import SnapshotCollector
-from sidewatch.store.db import open_store
+from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
+from sidewatch.store.db import failure, open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
 
@@ -48,10 +52,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sidewatch")
 T = TypeVar("T")
+LOG_MESSAGE_LIMIT = 2000  # characters of a log record's message
+LOG_TRACEBACK_LIMIT = 16_000
 
 
 class JsonLogs(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
+    """One JSON object per line: time, level, logger, message (and the exception, if any).
+    A message may hold a producer's ids: it is cleaned and capped (`core.text.safe`), and the
+    traceback line by line, so that no input can forge a record or a line of its own."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -60,14 +68,44 @@ class JsonLogs(logging.Formatter):
             .replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": safe(record.getMessage(), LOG_MESSAGE_LIMIT),
         }
         for key in ("threads", "waits", "transitions", "errors", "seconds"):
             if hasattr(record, key):
                 entry[key] = getattr(record, key)
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            lines = self.formatException(record.exc_info).split("\n")
+            entry["exc"] = cap("\n".join(map(clean, lines)), LOG_TRACEBACK_LIMIT)
         return orjson.dumps(entry).decode()
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback; but where a database error is in it, that error is told as its class
+        and code only (its text holds the statement, and a server's DETAIL line may hold a
+        unit's values) and frames without their source lines (which may quote a statement)."""
+        chain: list[BaseException] = []
+        exc: BaseException | None = ei[1]
+        while exc is not None and exc not in chain:
+            chain.append(exc)
+            exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        if not any(_is_db_error(x) for x in chain):
+            return super().formatException(ei)
+        return "\n\nwhich led to:\n\n".join(
+            "Traceback (most recent call last):\n"
+            + "".join(
+                f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
+                for f in traceback.extract_tb(x.__traceback__)
+            )
+            + (failure(x) if _is_db_error(x) else f"{type(x).__name__}: {x}")
+            for x in reversed(chain)
+        )
+
+
+def _is_db_error(e: BaseException) -> bool:
+    """SQLAlchemy's wrapper of a driver error, or a driver's own (psycopg, sqlite3)."""
+    return isinstance(e, StatementError) or hasattr(e, "sqlstate") or hasattr(e, "sqlite_errorcode")
+
+
+LOG_REPEAT_SECONDS = 60.0  # how often a message a client can trigger may be logged
 
 
 def setup_logging(level: int = logging.INFO) -> None:
@@ -77,20 +115,40 @@ def setup_logging(level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # Loggers a client can make speak once per connection: asyncio's "socket.accept() out of
+    # system resource" on a connection flood, uvicorn's "Invalid HTTP request received.".
+    for name in ("asyncio", "uvicorn.error", "sidewatch.http"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OncePer) for f in logger.filters):
+            logger.addFilter(OncePer(LOG_REPEAT_SECONDS))
 
 
-def split_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
+class OncePer(logging.Filter):
+    """Lets each message through at most once per `seconds`; the next one that passes says how
+    many were held back meanwhile."""
 
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    def filter(self, record: logging.LogRecord) -> bool:
+        # The template's first line: asyncio's messages go on with the socket's repr.
+        key = str(record.msg).split("\n", 1)[0][:200]
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.seconds:
+            self._held[key] = self._held.get(key, 0) + 1
+            return False
+        if len(self._last) > 1000:  # bounded, whatever the messages
+            self._last.clear()
+            self._held.clear()
+        self._last[key] = now
+        held = self._held.pop(key, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like this held back)"
         return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _BuildInfo(Collector):
@@ -134,6 +192,7 @@ class Daemon:
                 lambda: self.lease.held,
             )
         )
+        registry.register(AlertPushCollector(lambda: self.alerts))
         registry.register(_BuildInfo())
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -156,7 +215,12 @@ class Daemon:
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
         self.alerts = (
-            AlertmanagerPush(config.alertmanager_url, config.alertmanager_resend_ms)
+            AlertmanagerPush(
+                config.alertmanager_url,
+                config.alertmanager_resend_ms,
+                config.alertmanager_max_per_push,
+                config.audit_interval_ms,
+            )
             if config.alertmanager_url
             else None
         )
@@ -320,12 +384,20 @@ def _jetstream(state: AppState) -> JetStreamIngest | None:
     return JetStreamIngest(state, state.config.nats)
 
 
-def head_deadline(seconds: float) -> type[H11Protocol]:
+def head_deadline(seconds: float, max_connections: int | None = None) -> type[H11Protocol]:
     """uvicorn's HTTP/1.1 protocol with a deadline on each request's head. uvicorn times out
     only idle connections between requests, and any byte resets that; a client that opens a
     connection and withholds or trickles its headers (slowloris) would hold it forever. Past
     the deadline it gets a 408 (when part of a head came) and the connection is closed. The
-    body has its own deadline in the application (server.requestTimeout too)."""
+    body has its own deadline in the application (server.requestTimeout too).
+
+    With `max_connections`, no more connections are held open: the next one closes the
+    oldest that is not in the middle of a request (an idle keep-alive, a head still coming),
+    so idle sockets cannot use up the open files and keep /healthz and ingest out. When all
+    are mid-request, the new one gets a 503."""
+
+    # Open connections, oldest first (a dict keeps insertion order).
+    held: dict[H11Protocol, None] = {}
 
     class HeadDeadline(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
@@ -333,6 +405,14 @@ def head_deadline(seconds: float) -> type[H11Protocol]:
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
             self._arm(None)
+            held[self] = None
+            if max_connections is not None and len(held) > max_connections:
+                victim = next(c for c in held if c.cycle is None or c.cycle.response_complete)
+                held.pop(victim)
+                if victim is self:
+                    self._refuse(b"503 Service Unavailable", "too many connections; retry later")
+                else:
+                    victim.transport.close()
 
         def on_response_complete(self) -> None:
             answered = self.cycle
@@ -340,6 +420,7 @@ def head_deadline(seconds: float) -> type[H11Protocol]:
             self._arm(answered)
 
         def connection_lost(self, exc: Exception | None) -> None:
+            held.pop(self, None)
             if self._deadline is not None:
                 self._deadline.cancel()
             super().connection_lost(exc)
@@ -354,32 +435,93 @@ def head_deadline(seconds: float) -> type[H11Protocol]:
             if self.cycle is not answered or self.transport.is_closing():
                 return
             if self.conn.trailing_data[0]:  # part of a head came, and then not the rest
-                body = orjson.dumps(
-                    {
-                        "error": f"the request head did not arrive within {seconds:g}s "
-                        "(server.requestTimeout)"
-                    }
+                self._refuse(
+                    b"408 Request Timeout",
+                    f"the request head did not arrive within {seconds:g}s (server.requestTimeout)",
                 )
-                self.transport.write(
-                    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
-                )
+            self.transport.close()
+
+        def _refuse(self, status: bytes, message: str) -> None:
+            """Answers `status` outside any request cycle, and closes the connection."""
+            body = orjson.dumps({"error": message})
+            self.transport.write(
+                b"HTTP/1.1 %s\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (status, len(body), body)
+            )
             self.transport.close()
 
     return HeadDeadline
 
 
-def serve(config: Config) -> None:
-    """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens."""
-    host, port = split_listen(config.listen)
-    if not config.tokens and not is_loopback(host):
+# Open files the daemon needs besides its connections: store connections (three files each
+# on SQLite), the listening sockets, the Alertmanager and NATS clients, reports, logs.
+FILES_IN_RESERVE = 128
+
+
+def check_listen(config: Config) -> None:
+    """Refuses a non-loopback address without tokens, or in plain HTTP unless allowed (the
+    tokens would travel in clear), and TLS files that do not load."""
+    host, _ = split_listen(config.listen)
+    if not is_loopback(host) and not config.tokens:
         raise SidewatchError(
             f"refusing to listen on {config.listen} without tokens: configure server.tokens "
             "(or SIDEWATCH_INGEST_TOKEN / SIDEWATCH_READ_TOKEN), or listen on 127.0.0.1"
         )
+    if not is_loopback(host) and config.tls_cert_file is None and not config.allow_plaintext:
+        raise SidewatchError(
+            f"refusing to listen on {config.listen} in plain HTTP, where tokens travel in "
+            "clear: configure server.tls (certFile, keyFile), or terminate TLS in front of "
+            "sidewatch and set server.allowPlaintext: true"
+        )
+    if config.tls_cert_file is not None:
+        try:  # uvicorn loads them again; here a bad file is a one-line error before anything
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                config.tls_cert_file, config.tls_key_file
+            )
+        except (OSError, ssl.SSLError) as e:
+            raise SidewatchError(
+                f"server.tls: cannot load the certificate {config.tls_cert_file} and key "
+                f"{config.tls_key_file}: {getattr(e, 'strerror', None) or e}"
+            ) from e
+
+
+def raise_open_files() -> int:
+    """Raises the soft limit on open files to the hard limit where allowed; returns the soft
+    limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as e:
+            log.warning("could not raise the open-file limit from %d: %s", soft, e)
+    return soft
+
+
+def connection_cap(config: Config, open_files: int) -> int:
+    """server.maxConnections, lowered to what the open-file limit leaves for connections."""
+    room = max(1, open_files - FILES_IN_RESERVE)
+    if config.max_connections > room:
+        log.warning(
+            "server.maxConnections %d is over what the open-file limit of %d allows: "
+            "holding at most %d connections (raise the limit: ulimit -n, LimitNOFILE=)",
+            config.max_connections,
+            open_files,
+            room,
+        )
+        return room
+    return config.max_connections
+
+
+def serve(config: Config) -> None:
+    """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS."""
+    check_listen(config)
+    host, port = split_listen(config.listen)
     setup_logging()
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
+    cap = connection_cap(config, raise_open_files())
     daemon = Daemon(config)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -390,7 +532,13 @@ def serve(config: Config) -> None:
             access_log=False,
             timeout_graceful_shutdown=30,
             lifespan="on",
-            http=head_deadline(config.request_timeout_ms / 1000),
+            http=head_deadline(config.request_timeout_ms / 1000, cap),
+            # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: only a
+            # configured proxy's is believed, so a local client cannot choose its `source`.
+            proxy_headers=bool(config.trusted_proxies),
+            forwarded_allow_ips=list(config.trusted_proxies),
+            ssl_certfile=config.tls_cert_file,
+            ssl_keyfile=config.tls_key_file,
         )
     )
     server.run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Collection
 from typing import Any
@@ -21,6 +22,8 @@ from sidewatch.core.model import (
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.report.verdicts import iso, verdict_json
 from sidewatch.store.repo import Store
+
+log = logging.getLogger("sidewatch.http")
 
 
 def _now() -> int:
@@ -43,9 +46,14 @@ def waits_now(
     for facts in store.threads(threads):
         for ev in assemble(facts, auditor.policy_for).waits:
             if ev.request_id in wanted or (ev.thread_id in changed and ev.requested_at <= now):
-                v = classify(ev, auditor.policy_for(ev.action, ev.reason), now)
+                try:
+                    v = classify(ev, auditor.policy_for(ev.action, ev.reason), now)
+                    body = verdict_json(ev, v)
+                except Exception:  # one wait that cannot be shown never fails the list
+                    log.exception("wait %s could not be listed; left out", ev.request_id)
+                    continue
                 if v.state.value in states:
-                    out.append((v.since, verdict_json(ev, v)))
+                    out.append((v.since, body))
     out.sort(key=lambda p: (p[0], p[1]["requestId"]))
     return {"evaluatedAt": iso(now), "waits": [body for _, body in out[:limit]]}
 

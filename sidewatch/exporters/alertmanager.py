@@ -5,17 +5,26 @@ requestId, state, owner and policy and annotated with its next safe move, eviden
 thresholds. Active alerts are re-sent every `resend` interval (and expire by themselves three
 intervals after the last send, should sidewatch stop); an alert is resolved as soon as its wait
 leaves the state. A decline is an answer and never an alert.
+
+A flood of problem waits cannot flood Alertmanager: one push (one a tick) carries at most
+`max_per_push` alerts (resolutions first, then new alerts, pages before tickets and oldest
+first, then the resends that are due, longest unsent first) and the rest wait for the next
+ticks; after a failed push the next waits 10 s, doubling to 5 min. Label values are clean and
+at most 128 characters (`core.text.label`), the summary is escaped Markdown.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from sidewatch.core.text import label, md_text, safe
 
 log = logging.getLogger("sidewatch.alertmanager")
 
@@ -25,6 +34,12 @@ SEVERITY = {
     "UNROUTABLE": "page",
     "STALE": "ticket",
 }
+MAX_PER_PUSH = 500  # the default of alertmanager.maxAlertsPerPush
+BACKOFF_MS = 10_000  # the wait after a failed push, doubled with each failure in a row...
+BACKOFF_MAX_MS = 300_000  # ...up to this
+SUMMARY_LIMIT = 200
+VALUE_LIMIT = 200  # each string of the evidence annotation
+_Item = tuple[str, dict[str, Any], bool]  # requestId, the alert, whether it fires (or resolves)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,64 +54,126 @@ class ProblemWait:
     thresholds: str  # JSON
 
 
-def _iso(ms: int) -> str:
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+def _clean_json(text: str) -> str:
+    """The stored evidence (JSON) with each string in it clean and capped: it holds the
+    producer's approverRef and digest."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return "{}"
+    if not isinstance(data, dict):
+        return "{}"
+    shown = {k: safe(v, VALUE_LIMIT) if isinstance(v, str) else v for k, v in data.items()}
+    return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+
+
+def _iso(ms: int) -> str | None:
+    """RFC 3339 UTC; None for a time no calendar date shows (a bad value already stored)."""
+    try:
+        dt = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class AlertmanagerPush:
-    """Keeps what was sent, so that a wait leaving its state resolves its alert."""
+    """Keeps what Alertmanager was sent, so that a wait leaving its state resolves its alert,
+    and what is held back for the next pushes."""
 
-    def __init__(self, url: str, resend_ms: int, timeout_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        resend_ms: int,
+        max_per_push: int = MAX_PER_PUSH,
+        tick_ms: int = 30_000,
+        timeout_seconds: float = 5.0,
+    ) -> None:
         self.url = url.rstrip("/") + "/api/v2/alerts"
         self.resend_ms = resend_ms
+        self.max_per_push = max_per_push
+        self.tick_ms = tick_ms
         self.timeout_seconds = timeout_seconds
         self.active: dict[str, dict[str, Any]] = {}  # requestId -> the alert last sent
-        self.last_full = 0
-        self.failures = 0
+        self.sent_at: dict[str, int] = {}  # requestId -> when it was last sent
+        self.failures = 0  # failed pushes, in all
+        self.retry_at = 0  # no push before this (ms), after failures in a row
+        self.in_a_row = 0
+        self.held_back = 0  # alerts due at the last push that it did not carry
 
     def push(self, problems: Sequence[ProblemWait], now: int) -> int:
-        """Send what changed (and everything when a resend is due); returns alerts sent."""
-        current = {p.request_id: self._alert(p, now) for p in problems if p.state in SEVERITY}
-        out: list[dict[str, Any]] = []
+        """Send what changed and the resends due, at most `max_per_push` of them; returns the
+        alerts sent."""
+        waits = [p for p in problems if p.state in SEVERITY]
+        # With more alerts than the pushes of a resend interval carry, each is re-sent once a
+        # round of them (and expires three rounds later), so that a backlog never makes
+        # alerts flap.
+        period = max(self.resend_ms, math.ceil(len(waits) / self.max_per_push) * self.tick_ms)
+        current = {p.request_id: self._alert(p, now, now + 3 * period) for p in waits}
+        due = self._due(waits, current, now, period)
+        if now < self.retry_at:
+            self.held_back = len(due)
+            return 0
+        batch = due[: self.max_per_push]
+        if batch and not self._send([alert for _, alert, _ in batch]):
+            self.in_a_row += 1
+            self.retry_at = now + min(BACKOFF_MAX_MS, BACKOFF_MS << min(self.in_a_row - 1, 16))
+            self.held_back = len(due)
+            return 0  # what is active stays as it was
+        self.in_a_row, self.retry_at = 0, 0
+        for request_id, alert, firing in batch:
+            if firing:
+                self.active[request_id] = alert
+                self.sent_at[request_id] = now
+            else:
+                del self.active[request_id], self.sent_at[request_id]
+        self.held_back = len(due) - len(batch)
+        return len(batch)
+
+    def _due(
+        self, waits: list[ProblemWait], current: dict[str, dict[str, Any]], now: int, period: int
+    ) -> list[_Item]:
+        """What to send, in order: resolutions, new or changed alerts (pages first, the
+        oldest first), then the resends due (the longest unsent first)."""
+        resolved: list[_Item] = []
+        new: list[_Item] = []
+        resend: list[_Item] = []
         for request_id, sent in self.active.items():
             fresh = current.get(request_id)
             if fresh is None or fresh["labels"] != sent["labels"]:
-                out.append({**sent, "endsAt": _iso(now)})  # left the state: resolved
-        full = now - self.last_full >= self.resend_ms
-        for request_id, alert in current.items():
-            before = self.active.get(request_id)
-            if full or before is None or before["labels"] != alert["labels"]:
-                out.append(alert)
-        if out and not self._send(out):
-            return 0  # try again next tick: what is active stays as it was
-        if full:
-            self.last_full = now
-        self.active = current
-        return len(out)
+                resolved.append((request_id, {**sent, "endsAt": _iso(now)}, False))
+        for p in sorted(waits, key=lambda p: (SEVERITY[p.state] != "page", p.since)):
+            before = self.active.get(p.request_id)
+            if before is None or before["labels"] != current[p.request_id]["labels"]:
+                new.append((p.request_id, current[p.request_id], True))
+            elif now - self.sent_at[p.request_id] >= period:
+                resend.append((p.request_id, current[p.request_id], True))
+        resend.sort(key=lambda item: self.sent_at[item[0]])
+        return resolved + new + resend
 
-    def _alert(self, p: ProblemWait, now: int) -> dict[str, Any]:
-        return {
+    def _alert(self, p: ProblemWait, now: int, expiry: int) -> dict[str, Any]:
+        alert: dict[str, Any] = {
             "labels": {
                 "alertname": "SidewatchWait",
-                "requestId": p.request_id,
+                "requestId": label(p.request_id),
                 "state": p.state,
-                "owner": p.owner,
-                "policy": p.policy,
+                "owner": label(p.owner),
+                "policy": label(p.policy),
                 "severity": SEVERITY[p.state],
             },
             "annotations": {
-                "summary": f"{p.request_id} is {p.state}",
+                "summary": f"{md_text(label(p.request_id), SUMMARY_LIMIT)} is {p.state}",
                 "nextMove": p.next_move,
-                "evidence": p.evidence,
+                "evidence": _clean_json(p.evidence),
                 "thresholds": p.thresholds,
             },
-            "startsAt": _iso(p.since),
-            "endsAt": _iso(now + 3 * self.resend_ms),
+            "endsAt": _iso(expiry),
         }
+        # A start Alertmanager would refuse (no date, or after the end) would fail the whole
+        # push: without one, Alertmanager starts the alert when it receives it.
+        starts = _iso(p.since) if p.since <= now else None
+        if starts is not None:
+            alert["startsAt"] = starts
+        return alert
 
     def _send(self, alerts: list[dict[str, Any]]) -> bool:
         body = json.dumps(alerts).encode()

@@ -23,6 +23,7 @@ from sidewatch.core.model import Verdict, WaitEvidence
 
 log = logging.getLogger("sidewatch.otel")
 NS_PER_MS = 1_000_000
+MAX_MS = (2**64 - 1) // NS_PER_MS  # OTLP times are unsigned 64-bit nanoseconds (to 2554)
 
 
 class WaitSpans:
@@ -30,7 +31,12 @@ class WaitSpans:
         self.tracer = tracer
 
     def on_closed(self, ev: WaitEvidence, v: Verdict) -> None:
-        """Write the wait's span: requested → closed, one event per transition."""
+        """Write the wait's span: requested → closed, one event per transition. A time no
+        span can carry (a bad value already stored) raises ValueError before anything is
+        written: such a span would fail its exporter's whole batch, the other waits' too."""
+        times = (ev.requested_at, v.since, *(t.at for t in v.transitions))
+        if not all(0 <= t <= MAX_MS for t in times):
+            raise ValueError("a time of the wait is outside what a span can carry")
         attributes: dict[str, str | bool] = {
             "sidewatch.approval.request_id": ev.request_id,
             "sidewatch.approval.interrupt_id": ev.interrupt_id,

@@ -14,6 +14,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from sidewatch.core.model import ALLOWED_TRANSITIONS, CLOSED_STATES, OPEN_STATES, State
+from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.snapshot import (
     DECISION_BUCKETS,
     RESUME_BUCKETS,
@@ -193,6 +194,30 @@ class SnapshotCollector(Collector):
         )
         skipped.add_metric([], s.audit_skipped)
         yield skipped
+
+
+class AlertPushCollector(Collector):
+    """The Alertmanager push's backlog and failures, 0 when no push is configured."""
+
+    def __init__(self, push: Callable[[], AlertmanagerPush | None]) -> None:
+        self._push = push
+
+    def collect(self) -> Iterator[Metric]:
+        push = self._push()
+        held = GaugeMetricFamily(
+            "sidewatch_alertmanager_alerts_held_back",
+            "Alerts due at the last Alertmanager push that it did not carry (past "
+            "alertmanager.maxAlertsPerPush, or in the back-off after a failed push); the next "
+            "pushes carry them.",
+        )
+        held.add_metric([], push.held_back if push else 0)
+        yield held
+        failed = CounterMetricFamily(
+            "sidewatch_alertmanager_push_failures",
+            "Alertmanager pushes that failed (each one followed by a back-off).",
+        )
+        failed.add_metric([], push.failures if push else 0)
+        yield failed
 
 
 def _buckets(h: Histogram) -> list[tuple[str, float]]:

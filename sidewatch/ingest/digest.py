@@ -1,13 +1,25 @@
-"""The action digest and the protection of personal-looking approver references."""
+"""The action digest, and what a key protects: personal-looking approver references and,
+when configured, every digest (keyed digests)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
 import rfc8785
+
+from sidewatch.core.facts import (
+    AnswerFact,
+    Fact,
+    InterruptFact,
+    LegacyResumeFact,
+    SignalFact,
+    ToolCallFact,
+)
 
 
 def action_digest(name: str, args_text: str) -> str:
@@ -57,14 +69,51 @@ _MAX_INT = 2**53 - 1
 
 
 class RefProtector:
-    """Keeps role and policy references as they are; replaces anything else by a keyed hash."""
+    """Keeps role and policy references as they are; replaces anything else by a keyed hash.
+    With `keyed_digests`, also replaces every digest a unit's facts hold by a keyed one."""
 
-    def __init__(self, key: bytes, prefixes: tuple[str, ...]) -> None:
+    def __init__(self, key: bytes, prefixes: tuple[str, ...], keyed_digests: bool = False) -> None:
         self._key = key
         self._prefixes = prefixes
+        self.keyed_digests = keyed_digests
 
     def __call__(self, ref: str) -> str:
         if ref.startswith(self._prefixes) and "@" not in ref:
             return ref
         mac = hmac.new(self._key, ref.encode("utf-8"), hashlib.sha256).hexdigest()
         return "hmac-sha256:" + mac[:32]
+
+    def digest(self, digest: str) -> str:
+        """`hmac-sha256:` + the hex HMAC-SHA256 of a digest as it came (computed `sha256:…`,
+        or a producer's own): equal digests stay equal, so changes are still seen, but
+        nobody without the key can confirm a guess of the arguments behind one."""
+        return "hmac-sha256:" + self._mac(b"digest", digest)
+
+    def _mac(self, domain: bytes, text: str) -> str:
+        # The domain apart from approver references, which the same key hashes.
+        return hmac.new(
+            self._key, domain + b"\0" + text.encode("utf-8"), hashlib.sha256
+        ).hexdigest()
+
+    def digests(self, facts: Sequence[Fact]) -> Sequence[Fact]:
+        """The facts with every digest keyed (as they are without `keyed_digests`). One
+        function of every digest, applied to all of them before they are stored: a digest
+        is only ever compared with another, so every comparison comes out as before."""
+        if not self.keyed_digests:
+            return facts  # ingest's hot path: no copy
+        return [self._keyed(f) for f in facts]
+
+    def _keyed(self, fact: Fact) -> Fact:
+        if isinstance(fact, LegacyResumeFact):  # its map's entries carry digests too
+            entries = [[h, c, d and self.digest(d)] for h, c, d in orjson.loads(fact.entries)]
+            fact = replace(fact, entries=orjson.dumps(entries).decode())
+        if isinstance(fact, SignalFact) and fact.digest is not None:
+            # Its natural key is a plain hash over the digest (and ids anyone can read): it
+            # would confirm a guess as well. Keyed alike, re-deliveries still match.
+            fact = replace(fact, key=self._mac(b"key", fact.key)[:32])
+        if isinstance(fact, _DIGESTED) and fact.digest is not None:
+            fact = replace(fact, digest=self.digest(fact.digest))
+        return fact
+
+
+_DIGESTED = (InterruptFact, ToolCallFact, AnswerFact, LegacyResumeFact, SignalFact)

@@ -10,9 +10,11 @@ from itertools import pairwise
 from typing import Any
 
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
+from sidewatch.core.text import safe
 from sidewatch.report.build import PROBLEM_STATES
 
 PROBLEMS = frozenset(s.value for s in PROBLEM_STATES)
+TEXT_LIMIT = 1000  # characters of one value shown
 PERCENTILES = ("p50", "p90", "p99", "max")
 TICK_MINUTES = (1, 2, 5, 10, 15, 30, 60, 120, 180, 240, 360, 720, 1440)
 # The state colours are Okabe-Ito's: told apart with the common colour-vision deficiencies.
@@ -86,14 +88,16 @@ def render_html(report: dict[str, Any]) -> str:
 
 
 def _e(value: Any) -> str:
-    """A value as escaped text: none as a dash, booleans as yes/no, 600.0 as 600."""
+    """A value as escaped text: none as a dash, booleans as yes/no, 600.0 as 600; without
+    control or format characters (a bidi override would reorder what the reader sees) and
+    capped."""
     if value is None:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return escape(str(value))
+    return escape(safe(value, TEXT_LIMIT))
 
 
 def _ms(text: str) -> int:

@@ -1,20 +1,50 @@
-"""The audit report as Markdown, for chat and tickets."""
+"""The audit report as Markdown, for chat and tickets. Every value from the evidence is shown
+as a plain word or else as a code span (see `core.text.md_code`): nothing a producer sent can
+become a heading, link, image, HTML, mention or a cell of another row."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from sidewatch.core.text import md_code
+
 LISTED = 500  # waits of the window's audit trail shown (every problem wait is)
+VALUE_LIMIT = 200  # characters of one value shown (`md_code` cuts longer ones)
+# Shown as they are: words (states, owners, rule names, many actions), signed counts and our
+# own ISO times. None of these can be markup: no link (no `.`, `/` or `@`), no emphasis (`_`
+# only inside a word), and no value starts a line.
+_PLAIN = re.compile(
+    r"[A-Za-z0-9]+(_[A-Za-z0-9]+)*|[+-][0-9]+|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(\.[0-9]+)?Z"
+)
 
 
-def _cell(value: Any) -> str:
-    text = "-" if value is None or value == "" else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+class _Md(str):
+    """Markdown made safe already: `_v` shows it as it is."""
+
+    __slots__ = ()
+
+
+def _v(value: Any) -> str:
+    """A value of the report: a dash for none, numbers and plain words as they are, anything
+    else as a code span."""
+    if isinstance(value, _Md):
+        return value
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    text = str(value)
+    return (
+        text if len(text) <= VALUE_LIMIT and _PLAIN.fullmatch(text) else md_code(text, VALUE_LIMIT)
+    )
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    """`rows` hold values (shown by `_v`); a `|` in one is escaped, even in a code span (GFM
+    splits a row into cells before it reads the spans)."""
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    out += ["| " + " | ".join(_v(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return out
 
 
@@ -25,31 +55,33 @@ def _signed(n: int) -> str:
 def _wait(p: dict[str, Any]) -> list[str]:
     """One verdict: state, owner, next safe move, evidence and thresholds."""
     e, t = p["evidence"], p["thresholds"]
+    missing = ", ".join(map(_v, p["missing"]))
     lines = [
-        f"### {p['state']}: `{p['requestId']}`",
+        f"### {_v(p['state'])}: {md_code(p['requestId'])}",
         "",
-        f"- **Owner:** {_cell(p['owner'])}  **Since:** {p['since']}  **Policy:** {p['policy']}"
-        + ("  **Uncertain** (missing: " + ", ".join(p["missing"]) + ")" if p["uncertain"] else ""),
+        f"- **Owner:** {_v(p['owner'])}  **Since:** {_v(p['since'])}  **Policy:** "
+        f"{_v(p['policy'])}" + (f"  **Uncertain** (missing: {missing})" if p["uncertain"] else ""),
         f"- **Next safe move:** {p['nextMove']}",
-        f"- **Action:** {_cell(p['action'])} ({_cell(p['reason'])}), digest "
-        f"`{_cell(e['actionDigest'])}`{' (changed)' if e['digestChanged'] else ''}",
-        f"- **Evidence:** requested {e['requestedAt']}, expires {_cell(e['expiresAt'])}; "
-        f"route {e['route']} to {_cell(e['approverRef'])}; resume handle "
-        f"{'held' if e['resumeHandle'] else 'none'}, last heartbeat {e['lastHeartbeatAt']}; "
-        f"decision {_cell(e['decision'])} at {_cell(e['decidedAt'])}; receipt "
-        f"{_cell(e['receiptAt'])}"
+        f"- **Action:** {_v(p['action'])} ({_v(p['reason'])}), digest "
+        f"{md_code(e['actionDigest']) if e['actionDigest'] else '-'}"
+        f"{' (changed)' if e['digestChanged'] else ''}",
+        f"- **Evidence:** requested {_v(e['requestedAt'])}, expires {_v(e['expiresAt'])}; "
+        f"route {_v(e['route'])} to {_v(e['approverRef'])}; resume handle "
+        f"{'held' if e['resumeHandle'] else 'none'}, last heartbeat "
+        f"{_v(e['lastHeartbeatAt'])}; decision {_v(e['decision'])} at {_v(e['decidedAt'])}; "
+        f"receipt {_v(e['receiptAt'])}"
         + ("; the continuation failed" if e["continuationFailed"] else ""),
         f"- **Thresholds:** resume grace {t['resumeGraceSeconds']} s, heartbeat freshness "
         f"{t['heartbeatFreshnessSeconds']} s, route grace {t['routeGraceSeconds']} s",
     ]
     if p.get("findings"):
-        lines.append(f"- **Findings:** {', '.join(p['findings'])}")
+        lines.append(f"- **Findings:** {', '.join(map(_v, p['findings']))}")
     return [*lines, ""]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     w = report["window"]
-    lines = [f"# sidewatch audit report: {w['start']} to {w['end']}", ""]
+    lines = [f"# sidewatch audit report: {_v(w['start'])} to {_v(w['end'])}", ""]
 
     counts, change = report["countsAtEnd"], report["change"]["counts"]
     lines += ["## Waits at the end of the window", ""]
@@ -72,7 +104,8 @@ def render_markdown(report: dict[str, Any]) -> str:
 
     lines += ["## Transitions in the window", ""]
     pairs = report["transitionCounts"]
-    lines += _table(["from → to", "count"], [[k.replace("->", " → "), n] for k, n in pairs.items()])
+    arrows = [[_Md(" → ".join(map(_v, k.split("->", 1)))), n] for k, n in pairs.items()]
+    lines += _table(["from → to", "count"], arrows)
     lines += [""]
 
     lines += ["## Latency", ""]
@@ -99,7 +132,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         ["request", "state", "owner", "requested", "age (s)", "action"],
         [
             [
-                f"`{x['requestId']}`",
+                x["requestId"],
                 x["state"],
                 x["owner"],
                 x["requestedAt"],

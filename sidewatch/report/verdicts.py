@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sidewatch.core.model import OPEN_STATES, Verdict, WaitEvidence
+from sidewatch.core.text import safe
+
+TABLE_LIMIT = 120  # characters of a request id or action in the audit table
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FIRST_MS = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
 
 
 def iso(ms: int | None) -> str | None:
-    """ISO 8601 UTC with a `Z`; whole seconds unless the time has milliseconds."""
+    """ISO 8601 UTC with a `Z`; whole seconds unless the time has milliseconds. A time no
+    calendar date shows (before the year 1 or after 9999: a producer's bad clock or unit,
+    stored before ingest checked the range) is `out of range (<ms> ms)`, never an error."""
     if ms is None:
         return None
-    dt = datetime.fromtimestamp(ms / 1000, UTC)
+    try:
+        dt = EPOCH + timedelta(milliseconds=ms)  # exact: no float rounding at the edges
+    except OverflowError:
+        return f"out of range ({ms} ms)"
     text = dt.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
     return text.replace("+00:00", "Z")
 
@@ -86,12 +97,12 @@ def audit_table(at: int, waits: Sequence[tuple[WaitEvidence, Verdict]]) -> str:
         if v.missing:
             notes.append("missing " + ",".join(m.value for m in v.missing))
         rows.append(
-            (
-                v.request_id,
+            (  # a producer's strings, cleaned: a terminal must not read escape sequences
+                safe(v.request_id, TABLE_LIMIT),
                 v.state.value,
                 v.owner.value if v.owner else "-",
                 iso(v.since) or "-",
-                ev.action or ev.reason or "-",
+                safe(ev.action or ev.reason or "-", TABLE_LIMIT),
                 "; ".join(notes) or "-",
             )
         )

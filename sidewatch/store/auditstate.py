@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import FindingFact
-from sidewatch.errors import StoreError
+from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
 from sidewatch.store.models import (
     DirtyThread,
     FindingRow,
@@ -135,11 +135,8 @@ class AuditState:
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except OperationalError as e:
-            raise StoreError(f"store unavailable: {e.orig}") from e
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            yield conn
 
     def dirty(self) -> list[tuple[str, int]]:
         """(thread, mark) of every thread with unclassified evidence."""
@@ -160,7 +157,7 @@ class AuditState:
                     "VACUUM dirty_thread"
                 )
         except SQLAlchemyError as e:  # only a speed-up: autovacuum does it in time
-            log.info("could not vacuum dirty_thread: %s", e)
+            log.info("could not vacuum dirty_thread: %s", failure(e))
 
     def due(self, now: int) -> list[str]:
         """Threads with an open wait whose verdict time alone has changed by `now`."""
@@ -194,9 +191,16 @@ class AuditState:
     ) -> None:
         """Record one batch of verdicts at once: states, transitions, findings (a finding
         already stored is not stored again), and clear the dirty marks read before the batch.
-        `fence` runs first in the same transaction and may refuse it (store.lease)."""
+        `fence` runs first in the same transaction and may refuse it (store.lease). Raises
+        StoreError for an outage, StoreRefused when the database refuses a value of it."""
         try:
-            with self.engine.begin() as conn:
+            with (
+                classified(
+                    "store unavailable, the tick's verdicts were not saved",
+                    "the store refused a verdict",
+                ),
+                self.engine.begin() as conn,
+            ):
                 if fence is not None:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
@@ -226,12 +230,8 @@ class AuditState:
                 )
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
-        except OperationalError as e:
-            raise StoreError(
-                f"store unavailable, the tick's verdicts were not saved: {e.orig}"
-            ) from e
-        except SQLAlchemyError as e:
-            raise StoreError(f"saving verdicts failed: {e}") from e
+        except (OverflowError, UnicodeError) as e:  # the driver's own refusal of a value
+            raise refused("the store refused a verdict", e) from None
 
     def policies_changed(self, fingerprint: str) -> int:
         """When the policies differ from those the stored verdicts used, mark every thread
@@ -261,7 +261,7 @@ class AuditState:
                     )
                 return len(threads)
         except OperationalError as e:
-            raise StoreError(f"store unavailable: {e.orig}") from e
+            raise store_error("store unavailable", e) from None
 
     def select(self, states: Collection[str], limit: int) -> list[tuple[str, str]]:
         """(requestId, thread) of up to `limit` waits whose last verdict is in `states`,

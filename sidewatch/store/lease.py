@@ -28,8 +28,9 @@ import socket
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from sidewatch.errors import SidewatchError, StoreError
+from sidewatch.errors import SidewatchError
 from sidewatch.store.auditstate import driver_sql
+from sidewatch.store.db import store_error
 
 NAME = "audit"
 _NOW = {
@@ -78,10 +79,10 @@ class AuditLease:
                 self.held = self._claim(conn)
         except OperationalError as e:
             self.held = False
-            raise StoreError(f"store unavailable, the audit lease was not renewed: {e.orig}") from e
+            raise store_error("store unavailable, the audit lease was not renewed", e) from None
         except SQLAlchemyError as e:
             self.held = False
-            raise StoreError(f"claiming the audit lease failed: {e}") from e
+            raise store_error("claiming the audit lease failed", e) from None
         return self.held
 
     def _claim(self, conn: Connection) -> bool:

@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, func, insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import (
     AnswerFact,
@@ -28,8 +27,8 @@ from sidewatch.core.facts import (
     ToolCallFact,
     ToolResultFact,
 )
-from sidewatch.errors import StoreError
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
+from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.load import load_threads, threads_of_refs
 from sidewatch.store.models import (
     AnswerRow,
@@ -88,12 +87,17 @@ class UnitWriter:
         skipped: int,
     ) -> None:
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
-        for fact in facts:
-            rows[type(fact)].append(_ROW[type(fact)](fact))
-        for kind, batch in rows.items():
-            # Straight to the driver's executemany: the hot path of ingest.
-            self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
-        self._mark_dirty(facts)
+        try:
+            for fact in facts:
+                rows[type(fact)].append(_ROW[type(fact)](fact))
+            for kind, batch in rows.items():
+                # Straight to the driver's executemany: the hot path of ingest.
+                self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
+            self._mark_dirty(facts)
+        except (OverflowError, UnicodeError) as e:
+            # The driver's own refusal, before the database: an integer over 64 bits (SQLite),
+            # a lone surrogate in a string. The unit's, not the store's.
+            raise refused("the store refused the unit's data", e) from None
         if rejects:
             self.conn.execute(
                 insert(table_of(RejectRow)),
@@ -195,14 +199,17 @@ class Store:
         """A unit is stored whole or not at all: one transaction from its row to its facts.
         With a `key` already stored (a unit delivered again) it yields None and stores nothing;
         a concurrent writer of the same key waits for the first one's commit, then sees it."""
-        try:
-            with self.engine.begin() as conn:
-                unit_id = _insert_unit(conn, source[:512], received_at, key)
-                yield None if unit_id is None else UnitWriter(conn, unit_id)
-        except OperationalError as e:
-            raise StoreError(f"store unavailable, nothing of {source} was stored: {e.orig}") from e
-        except SQLAlchemyError as e:
-            raise StoreError(f"store write failed, nothing of {source} was stored: {e}") from e
+        # A data, integrity or programming error comes back with the same unit: taken for an
+        # outage and retried, it would block the units behind it for ever.
+        with (
+            classified(
+                f"store unavailable, nothing of {source} was stored",
+                f"the store refused the data of {source}, nothing of it was stored",
+            ),
+            self.engine.begin() as conn,
+        ):
+            unit_id = _insert_unit(conn, source[:512], received_at, key)
+            yield None if unit_id is None else UnitWriter(conn, unit_id)
 
     def counts(self) -> dict[str, int]:
         """Rows per fact table, for summaries and tests."""
@@ -244,16 +251,10 @@ class Store:
 
     def threads_of(self, request_id: str) -> set[str]:
         """The threads whose waits may have this requestId (see load.threads_of_refs)."""
-        try:
-            with self.engine.connect() as conn:
-                return threads_of_refs(conn, [request_id])
-        except OperationalError as e:
-            raise StoreError(f"store unavailable: {e.orig}") from e
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            return threads_of_refs(conn, [request_id])
 
     def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
         """Every thread (or the named ones) that has announced a wait, with all its facts."""
-        try:
-            with self.engine.connect() as conn:
-                return load_threads(conn, thread_ids)
-        except OperationalError as e:
-            raise StoreError(f"store unavailable: {e.orig}") from e
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            return load_threads(conn, thread_ids)

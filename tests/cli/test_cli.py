@@ -151,6 +151,13 @@ def test_audit_with_an_unparsable_time_is_a_usage_error(db: str) -> None:
     assert "is not an ISO 8601 time" in out
 
 
+def test_a_report_window_starting_before_the_year_one_is_a_usage_error(db: str) -> None:
+    code, out = run("report", "--db", db, "--at", "0001-01-01T12:00:00Z", "--format", "html")
+
+    assert 2 == code
+    assert "the window must start after the year 1" in out
+
+
 def test_audit_open_lists_only_open_waits(db: str) -> None:
     run("ingest", "--db", db, str(FIXTURE))
 

@@ -18,10 +18,12 @@ from sidewatch.core.model import Thresholds
 from sidewatch.core.policy import DEFAULT_POLICY, Policy
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.errors import StoreError
 from sidewatch.exporters.snapshot import Snapshot
 from sidewatch.store.auditstate import StoredTransition
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from tests.storefaults import impatient, refusing_thread, writes_blocked
 
 SEED = Path("/work/shared/fixtures/seed-audit.ndjson")
 SEED_AT = 1_785_083_400_000  # 2026-07-26T16:30:00Z, the reference audit's time
@@ -394,6 +396,56 @@ def test_a_wait_whose_classification_raises_is_logged_counted_and_skipped(
     assert {DEPLOY: "WAITING", EXPORT: "WAITING"} == states(
         auditor, "t-boom", "t-deploy", "t-export"
     )
+
+
+# -- counters move only with what was committed -----------------------------------------
+
+
+def test_a_thread_whose_verdicts_the_store_refuses_is_held_back_and_counted_once_saved(
+    db_url: str, open_stores: Callable[[], Store], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_stores()
+    ingest(store, two_waits(), BASE + 3 * MIN)
+    auditor = Auditor(store, POLICIES)
+
+    with (
+        refusing_thread(db_url, "t-deploy", table="wait_state"),
+        caplog.at_level(logging.ERROR, logger="sidewatch.auditor"),
+    ):
+        refused = auditor.tick(BASE + 3 * MIN)
+    saved = auditor.tick(BASE + 4 * MIN)
+
+    assert (2, 1, 1) == (refused.threads, refused.waits, refused.errors)
+    assert "t-deploy" in caplog.text
+    assert 1 == saved.threads  # the refused thread stayed dirty; the other was saved
+    assert {DEPLOY: "WAITING", EXPORT: "WAITING"} == states(auditor, "t-deploy", "t-export")
+    # as many as the store holds: the refused verdicts were not counted, the saved ones once
+    assert counters(Auditor(open_stores(), POLICIES).snapshot) == counters(auditor.snapshot)
+    assert 2 == auditor.snapshot.transitions_total[("none", "WAITING")]
+
+
+def test_a_tick_whose_save_meets_an_outage_counts_nothing_and_the_next_counts_once(
+    db_url: str, open_stores: Callable[[], Store]
+) -> None:
+    engine = open_store(impatient(db_url), busy_timeout_ms=300)
+    try:
+        store = Store(engine)
+        ingest(store, two_waits(), BASE + 3 * MIN)
+        auditor = Auditor(store, POLICIES)
+        auditor.tick(BASE + 3 * MIN)
+        before = counters(auditor.snapshot)
+
+        # 16:08: deploy is stuck (its resume grace ran out); the save of that meets an outage
+        with writes_blocked(db_url, "wait_state"), pytest.raises(StoreError):
+            auditor.tick(BASE + 8 * MIN)
+        unchanged = counters(auditor.snapshot)
+        auditor.tick(BASE + 8 * MIN)
+
+        assert before == unchanged
+        assert 1 == auditor.snapshot.transitions_total[("WAITING", "STUCK_AFTER_DECISION")]
+        assert counters(Auditor(open_stores(), POLICIES).snapshot) == counters(auditor.snapshot)
+    finally:
+        engine.dispose()
 
 
 def test_protocol_findings_are_counted_once_per_wait_and_rule(store: Store) -> None:

@@ -42,7 +42,9 @@ def small_disk() -> Iterator[Path]:
 # SQLite only: the store must be a file on the small disk; the PostgreSQL server's disk is not
 # the test's to fill (test_pg_outage covers that server becoming unusable).
 def test_a_full_disk_is_a_503_that_says_so_and_ingest_recovers(small_disk: Path) -> None:
-    daemon = Daemon(replace(Config(), db_url=f"sqlite:///{small_disk / 's.db'}"))
+    daemon = Daemon(
+        replace(Config(), db_url=f"sqlite:///{small_disk / 's.db'}", allowed_hosts=("testserver",))
+    )
     client = TestClient(daemon.app)
     body, _ = _seed_relative_to_now()
     headers = {"content-type": "application/x-ndjson"}

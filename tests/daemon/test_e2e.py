@@ -7,11 +7,12 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,9 +46,12 @@ def _start(
     extra: str = "",
     server: str = "",
     store: str = "",
+    launcher: Sequence[str] = (),
+    tls: ssl.SSLContext | None = None,
 ) -> Server:
     """`sidewatch serve` on a free port; `server` and `store` add keys to their sections,
-    `extra` whole sections."""
+    `extra` whole sections. `launcher` comes before the command (e.g. `prlimit ...`); with
+    `tls`, the daemon is reached over https and verified with that context."""
     port = _free_port()
     cfg = tmp / f"sidewatch-{port}.yaml"
     cfg.write_text(
@@ -58,15 +62,15 @@ def _start(
     log = tmp / f"serve-{port}.log"
     with log.open("wb") as err:  # the child keeps its own descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sidewatch", "serve", "--config", str(cfg)],
+            [*launcher, sys.executable, "-m", "sidewatch", "serve", "--config", str(cfg)],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/healthz", timeout=1, verify=tls or True).status_code == 200:
                 return Server(url, proc, log, db_url)
         except httpx.TransportError:
             time.sleep(0.1)

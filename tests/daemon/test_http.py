@@ -212,6 +212,8 @@ def make_daemon(db_url: str) -> Iterator[Callable[..., Daemon]]:
     made: list[Daemon] = []
 
     def make(**changes: Any) -> Daemon:
+        # TestClient sends `Host: testserver`, which a token-less daemon refuses unless named.
+        changes = {"allowed_hosts": ("testserver",), **changes}
         config = dataclasses.replace(Config(), db_url=db_url, **changes)
         made.append(Daemon(config))
         return made[-1]

@@ -31,7 +31,9 @@ MEDIA = [
 
 @pytest.fixture
 def client(db_url: str) -> Iterator[TestClient]:
-    daemon = Daemon(replace(Config(), db_url=db_url, max_body_bytes=65_536))
+    daemon = Daemon(
+        replace(Config(), db_url=db_url, max_body_bytes=65_536, allowed_hosts=("testserver",))
+    )
     yield TestClient(daemon.app)
     daemon.engine.dispose()
 

@@ -28,6 +28,7 @@ from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.daemon.test_e2e import Server, _stop, _wait_for
 from tests.daemon.test_e2e import _start as _serve
+from tests.daemon.test_store_refusals import LEAKS, POISON, refusing_thread
 
 NATS_URL = "nats://127.0.0.1:4222"
 SECRET = "s3cret-tool-argument-7f1d"  # must never reach the logs
@@ -340,3 +341,36 @@ def test_sidewatch_waits_for_a_missing_stream_and_keeps_serving(
 
     assert (waiting, 200, ingested) == (True, healthy, True)
     assert code in (0, -15)  # SIGTERM still stops it cleanly
+
+
+def test_a_message_the_store_refuses_is_terminated_and_the_ones_behind_it_land(
+    tmp_path: Path, stream: Stream, db_url: str
+) -> None:
+    poison = "".join(
+        json.dumps({**line, "threadId": POISON}) + "\n" if "threadId" in line else ""
+        for line in _lines(9)
+    ).encode()
+    _publish(stream, _message(0), poison, _message(1), _message(2))
+
+    with refusing_thread(db_url, POISON):
+        server = _start(tmp_path, stream, db_url, ack_wait="1s")
+        try:
+            ingested = _wait_for(lambda: len(_units(server.db_url)) >= 3)
+            settled = _wait_for(lambda: _settled(stream))
+            time.sleep(2)  # past ackWait: a terminated message is never redelivered
+            units = _units(server.db_url)
+            info = _consumer(stream)
+            metrics = httpx.get(f"{server.url}/metrics").text
+        finally:
+            _stop(server)
+    log = server.log.read_text()
+
+    assert (ingested, settled) == (True, True)
+    assert 3 == len(units)
+    for outcome, n in (("stored", 3), ("refused", 1), ("unreadable", 0), ("retry", 0)):
+        assert f'sidewatch_jetstream_messages_total{{outcome="{outcome}"}} {n}.0' in metrics
+    # four deliveries for four messages: the refused one never came back
+    assert (0, 0, 4) == (info.num_pending, info.num_ack_pending, info.delivered.consumer_seq)
+    assert 1 == log.count("terminated, the store refused its data: IntegrityError")
+    for leak in LEAKS:
+        assert leak not in log

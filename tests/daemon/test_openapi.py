@@ -49,7 +49,9 @@ with warnings.catch_warnings():
 
 @pytest.fixture
 def daemon(db_url: str) -> Iterator[Daemon]:
-    made = Daemon(replace(Config(), db_url=db_url, max_body_bytes=65_536))
+    made = Daemon(
+        replace(Config(), db_url=db_url, max_body_bytes=65_536, allowed_hosts=("testserver",))
+    )
     yield made
     made.engine.dispose()
 

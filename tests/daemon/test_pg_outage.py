@@ -109,7 +109,7 @@ def cluster() -> Iterator[Cluster]:
 
 # PostgreSQL only: stopping the server is what is tested (SQLite's outages are in test_http).
 def test_ingest_and_audit_survive_postgresql_stopping_and_recover(cluster: Cluster) -> None:
-    daemon = Daemon(replace(Config(), db_url=cluster.url))
+    daemon = Daemon(replace(Config(), db_url=cluster.url, allowed_hosts=("testserver",)))
     client = TestClient(daemon.app)
     body, _ = _seed_relative_to_now()
     headers = {"content-type": "application/x-ndjson"}

@@ -1,4 +1,5 @@
-"""The optional Alertmanager push, against a real Alertmanager (Debian's package)."""
+"""The optional Alertmanager push, against a real Alertmanager (Debian's package), and against
+a local receiver that counts pushes and their sizes and can fail them."""
 
 from __future__ import annotations
 
@@ -6,13 +7,19 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
 from tests.daemon.test_e2e import Server, _seed_relative_to_now, _start, _stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +145,189 @@ def test_an_alert_resolves_when_its_wait_leaves_the_state(
         "thread-rotation/int-rotation",
         "thread-invoice/int-invoice",
     } == set(_active(alertmanager))
+
+
+def test_a_push_of_one_alert_at_most_gets_every_alert_there_over_the_ticks(
+    tmp_path: Path, db_url: str, alertmanager: str
+) -> None:
+    extra = f"alertmanager: {{url: '{alertmanager}', resendInterval: 2s, maxAlertsPerPush: 1}}\n"
+    server = _start(tmp_path, db_url, extra=extra)
+    try:
+        body, _ = _seed_relative_to_now()
+        httpx.post(
+            f"{server.url}/v1/events",
+            content=body,
+            headers={"content-type": "application/x-ndjson"},
+        )
+
+        active = _until(lambda: len(_active(alertmanager)) == 4 and _active(alertmanager))
+        held = _until(lambda: "sidewatch_alertmanager_alerts_held_back 0.0" in metrics(server))
+    finally:
+        _stop(server)
+
+    assert 4 == len(active)
+    assert held
+
+
+def metrics(server: Server) -> str:
+    return httpx.get(f"{server.url}/metrics").text
+
+
+# -- floods, failures and long ids, against a local receiver that counts what it is sent -----
+
+NOW = 1_785_083_400_000
+TICK = 30_000
+
+
+class Receiver:
+    """A stand-in Alertmanager: records each push's alerts and size; `status` is its answer."""
+
+    def __init__(self) -> None:
+        self.pushes: list[list[dict[str, Any]]] = []
+        self.sizes: list[int] = []
+        self.status = 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.sizes.append(len(body))
+                receiver.pushes.append(json.loads(body))
+                self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
+
+
+def stale(n: int, since: int = NOW - 3_600_000, state: str = "STALE") -> list[ProblemWait]:
+    evidence = json.dumps({"approverRef": "role:data-owner", "route": "delivered"})
+    return [
+        ProblemWait(
+            f"thread-{i}/int-{i}",
+            state,
+            "requester",
+            "default",
+            since + i,
+            "Cancel.",
+            evidence,
+            "{}",
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_flood_goes_out_in_batches_of_max_alerts_per_push_one_a_tick(
+    receiver: Receiver,
+) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000, max_per_push=500, tick_ms=TICK)
+    waits = stale(5000)
+
+    held = []
+    for k in range(10):
+        push.push(waits, NOW + k * TICK)
+        held.append(push.held_back)
+
+    assert [500] * 10 == [len(p) for p in receiver.pushes]
+    assert list(range(4500, -1, -500)) == held
+    assert 5000 == len({a["labels"]["requestId"] for p in receiver.pushes for a in p})
+    assert max(receiver.sizes) < 500_000
+    # oldest first, and each expires after three rounds of the backlog, not three resends
+    assert "thread-0/int-0" == receiver.pushes[0][0]["labels"]["requestId"]
+    ends = datetime.fromisoformat(receiver.pushes[0][0]["endsAt"]).timestamp() * 1000
+    assert NOW + 3 * 10 * TICK == ends
+
+
+def test_pages_go_before_tickets_and_resolutions_before_both(receiver: Receiver) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000, max_per_push=2, tick_ms=TICK)
+    tickets = stale(2)
+    push.push(tickets, NOW)
+    pages = [replace(w, request_id=f"page-{i}", state="ORPHANED") for i, w in enumerate(stale(3))]
+
+    push.push(tickets[1:] + pages, NOW + TICK)
+
+    assert [("thread-0/int-0", True), ("page-0", False)] == [
+        (a["labels"]["requestId"], a["endsAt"] == "2026-07-26T16:30:30.000Z")
+        for a in receiver.pushes[1]
+    ]
+
+
+def test_resends_are_batched_too_the_longest_unsent_first(receiver: Receiver) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000, max_per_push=500, tick_ms=TICK)
+    waits = stale(1000)
+    push.push(waits, NOW)
+    push.push(waits, NOW + TICK)  # all 1000 active now
+    first, second = ({a["labels"]["requestId"] for a in p} for p in receiver.pushes)
+
+    push.push(waits, NOW + 2 * TICK)  # the first 500 are due again
+    push.push(waits, NOW + 3 * TICK)  # then the next 500
+
+    assert [500, 500, 500, 500] == [len(p) for p in receiver.pushes]
+    assert first == {a["labels"]["requestId"] for a in receiver.pushes[2]}
+    assert second == {a["labels"]["requestId"] for a in receiver.pushes[3]}
+
+
+def test_a_failed_push_backs_off_doubling_and_a_success_resets_it(receiver: Receiver) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000, max_per_push=500, tick_ms=5_000)
+    receiver.status = 500
+    waits = stale(3)
+
+    attempts, held = [], []
+    for s in range(0, 160, 5):  # a tick every 5 s
+        before = len(receiver.pushes)
+        push.push(waits, NOW + s * 1000)
+        held.append(push.held_back)
+        if len(receiver.pushes) > before:
+            attempts.append(s)
+    receiver.status = 200
+    push.push(waits, NOW + 310_000)  # the fifth failure's back-off (160 s) is over
+    push.push(waits, NOW + 315_000)  # nothing due: no push
+
+    assert [0, 10, 30, 70, 150] == attempts  # after waits of 10, 20, 40 and 80 s
+    assert {3} == set(held)  # every alert held back while Alertmanager fails
+    assert [3] * 6 == [len(p) for p in receiver.pushes]
+    assert (5, 0, 0) == (push.failures, push.in_a_row, push.held_back)
+
+
+def test_the_back_off_doubles_up_to_five_minutes(receiver: Receiver) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000, tick_ms=5_000)
+    receiver.status = 503
+
+    waits, at = [], NOW
+    for _ in range(8):
+        push.push(stale(1), at)
+        waits.append((push.retry_at - at) // 1000)
+        at = push.retry_at
+
+    assert [10, 20, 40, 80, 160, 300, 300, 300] == waits
+
+
+def test_a_long_request_id_is_cut_in_its_label_and_summary_with_a_hash(
+    receiver: Receiver,
+) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000)
+    a, b = ("t" * 10_000 + "/a", "t" * 10_000 + "/b")
+    waits = [replace(stale(1)[0], request_id=rid) for rid in (a, b)]
+
+    push.push(waits, NOW)
+
+    labels = [x["labels"]["requestId"] for x in receiver.pushes[0]]
+    assert [128, 128] == [len(v) for v in labels]
+    assert labels[0] != labels[1]
+    assert all(v.startswith("t" * 115 + "\N{HORIZONTAL ELLIPSIS}") for v in labels)
+    summaries = [x["annotations"]["summary"] for x in receiver.pushes[0]]
+    assert [f"{v} is STALE" for v in labels] == summaries
+    assert max(receiver.sizes) < 2_000

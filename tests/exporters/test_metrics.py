@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sidewatch.config import Config
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector
-from sidewatch.exporters.prometheus import SnapshotCollector
+from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
+from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -294,3 +295,51 @@ def test_every_possible_transition_and_latency_bucket_is_there_before_it_happens
     assert not any(("from", "CLOSED_BY_DECLINE") in k for k in transitions)
     buckets = samples(text, "sidewatch_decision_latency_seconds_bucket")
     assert 14 == len(buckets)  # 13 bounds and +Inf, all at 0, for the default policy
+
+
+# -- the Alertmanager push -------------------------------------------------------------------
+
+
+def alert_metrics(push: AlertmanagerPush | None) -> str:
+    registry = CollectorRegistry()
+    registry.register(AlertPushCollector(lambda: push))
+    return generate_latest(registry).decode()
+
+
+def test_the_alertmanager_push_families_are_there_at_zero_without_a_push() -> None:
+    text = alert_metrics(None)
+
+    assert {"sidewatch_alertmanager_alerts_held_back": "gauge"} | {
+        "sidewatch_alertmanager_push_failures_total": "counter"
+    } == {k: v for k, v in declared(text).items() if "alertmanager" in k}
+    assert ({frozenset(): 0.0}, {frozenset(): 0.0}) == (
+        samples(text, "sidewatch_alertmanager_alerts_held_back"),
+        samples(text, "sidewatch_alertmanager_push_failures_total"),
+    )
+
+
+def test_the_held_back_gauge_and_failure_counter_follow_the_push() -> None:
+    push = AlertmanagerPush("http://127.0.0.1:9", 60_000)  # nothing listens: the push fails
+    waits = [
+        ProblemWait(f"t/{i}", "STALE", "requester", "default", AT, "Cancel.", "{}", "{}")
+        for i in range(3)
+    ]
+    push.push(waits, AT)
+
+    text = alert_metrics(push)
+
+    assert {frozenset(): 3.0} == samples(text, "sidewatch_alertmanager_alerts_held_back")
+    assert {frozenset(): 1.0} == samples(text, "sidewatch_alertmanager_push_failures_total")
+
+
+def test_promtool_accepts_the_alertmanager_push_families() -> None:
+    checked = subprocess.run(
+        [promtool(), "check", "metrics"],
+        input=alert_metrics(None),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+    assert (0, "") == (checked.returncode, checked.stdout + checked.stderr)

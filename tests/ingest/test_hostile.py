@@ -262,7 +262,7 @@ def test_no_reject_message_quotes_its_line_in_the_cli_the_store_or_http(
 
     printed = CliRunner().invoke(cli, ["ingest", "--db", db_url, str(unit)])
     stored = rejects_of(db_url)
-    daemon = Daemon(dataclasses.replace(Config(), db_url=db_url))
+    daemon = Daemon(dataclasses.replace(Config(), db_url=db_url, allowed_hosts=("testserver",)))
     try:
         answered = TestClient(daemon.app).post(
             "/v1/events",
