@@ -69,7 +69,10 @@ class ThreadWaits:
 
 def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     """Every wait of the thread with its timeline, in the order the waits were announced."""
-    calls = {c.tool_call_id: c for c in facts.tool_calls}
+    # A call id may come back in a later run of the thread: an interrupt's gated call is the
+    # one of its own run, else the latest with that id.
+    calls = {(c.run_id, c.tool_call_id): c for c in facts.tool_calls}
+    latest = {c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))}
     facts = _first_tool_message_answers(facts)
     by_id: dict[str, list[_Wait]] = {}
     waits: list[_Wait] = []
@@ -83,7 +86,9 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         ):
             last.runs.add(f.run_id)  # announced again: the same wait
             continue
-        call = calls.get(f.tool_call_id) if f.tool_call_id else None
+        call = None
+        if f.tool_call_id is not None:
+            call = calls.get((f.run_id, f.tool_call_id)) or latest.get(f.tool_call_id)
         default_id = f"{f.thread_id}/{f.interrupt_id}"
         if last is not None:
             default_id += f"@{f.run_id}"  # an id reused after the earlier wait closed
@@ -106,12 +111,12 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         if a.interrupt_id not in by_id and not any(d.run_id == a.run_id for _, d in extra):
             findings.append(
                 FindingFact(
-                    "answer_unknown_interrupt",
-                    a.at,
-                    a.seq,
-                    facts.thread_id,
-                    a.run_id,
-                    a.interrupt_id,
+                    rule="answer_unknown_interrupt",
+                    at=a.at,
+                    seq=a.seq,
+                    thread_id=facts.thread_id,
+                    run_id=a.run_id,
+                    interrupt_id=a.interrupt_id,
                 )
             )
     evidence = []
@@ -289,7 +294,15 @@ def _legacy_answers(
         entries = [(hashed[h], Code(c), d) for h, c, d in orjson.loads(lr.entries) if h in hashed]
         if entries:
             answers += [
-                AnswerFact(facts.thread_id, lr.run_id, i, c, lr.at, lr.seq, d)
+                AnswerFact(
+                    thread_id=facts.thread_id,
+                    run_id=lr.run_id,
+                    interrupt_id=i,
+                    code=c,
+                    at=lr.at,
+                    seq=lr.seq,
+                    digest=d,
+                )
                 for i, c, d in entries
             ]
             continue
@@ -302,18 +315,27 @@ def _legacy_answers(
         if len(open_then) == 1:
             answers.append(
                 AnswerFact(
-                    facts.thread_id,
-                    lr.run_id,
-                    open_then[0].first.interrupt_id,
-                    lr.code,
-                    lr.at,
-                    lr.seq,
-                    lr.digest,
+                    thread_id=facts.thread_id,
+                    run_id=lr.run_id,
+                    interrupt_id=open_then[0].first.interrupt_id,
+                    code=lr.code,
+                    at=lr.at,
+                    seq=lr.seq,
+                    digest=lr.digest,
                 )
             )
         else:
             rule = "legacy_resume_ambiguous" if open_then else "answer_unknown_interrupt"
-            findings.append(FindingFact(rule, lr.at, lr.seq, facts.thread_id, lr.run_id, None))
+            findings.append(
+                FindingFact(
+                    rule=rule,
+                    at=lr.at,
+                    seq=lr.seq,
+                    thread_id=facts.thread_id,
+                    run_id=lr.run_id,
+                    interrupt_id=None,
+                )
+            )
     return answers, findings
 
 

@@ -29,7 +29,7 @@ class SignalKind(StrEnum):
     RECEIPT = "receipt"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InterruptFact:
     thread_id: str
     run_id: str
@@ -46,10 +46,11 @@ class InterruptFact:
     tool_result_receipt: bool = False  # only the gated call's result consumes it (ADK)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallFact:
     """A tool call's name and action digest; its arguments are never kept."""
 
+    thread_id: str
     tool_call_id: str
     run_id: str
     name: str
@@ -58,7 +59,7 @@ class ToolCallFact:
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFact:
     run_id: str
     thread_id: str
@@ -67,7 +68,7 @@ class RunFact:
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerFact:
     """A resume entry: the input of run `run_id` answered interrupt `interrupt_id`."""
 
@@ -81,7 +82,7 @@ class AnswerFact:
     via: str = "resume"  # "resume": a resume[] entry; "tool_message": ADK's tool message
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LegacyResumeFact:
     """ag-ui-langgraph's `forwardedProps.command.resume` in the input of run `run_id`: read as
     one answer (`code`), and as a map whose keys may name interrupts (`entries`: JSON list of
@@ -102,7 +103,7 @@ def key_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultFact:
     thread_id: str
     run_id: str
@@ -111,7 +112,7 @@ class ToolResultFact:
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SignalFact:
     """A `sidewatch.*` evidence event naming a wait by requestId or thread + interrupt."""
 
@@ -129,7 +130,7 @@ class SignalFact:
     key: str = ""  # natural key: a re-delivered event has the same one
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HeartbeatFact:
     thread_id: str
     at: int
@@ -139,7 +140,7 @@ class HeartbeatFact:
     key: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FindingFact:
     """A protocol finding noticed at ingest (e.g. an `expiresAt` that does not parse)."""
 
@@ -164,7 +165,7 @@ Fact = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadFacts:
     """Everything stored about one thread, plus the signals that name its waits by requestId."""
 

@@ -186,7 +186,14 @@ class Auditor:
         if recorded and verdict.closed:
             g.closing.append((ev, verdict))
         g.findings += [
-            FindingFact(rule, now, 0, ev.thread_id, ev.run_id, ev.interrupt_id)
+            FindingFact(
+                rule=rule,
+                at=now,
+                seq=0,
+                thread_id=ev.thread_id,
+                run_id=ev.run_id,
+                interrupt_id=ev.interrupt_id,
+            )
             for rule in verdict.findings
         ]
         return True

@@ -61,8 +61,8 @@ def waits_now(
 def wait_detail(store: Store, auditor: Auditor, request_id: str) -> dict[str, Any] | None:
     """One wait's verdict now, its evidence timeline and its recorded transitions."""
     now = _now()
-    thread = auditor.state.thread_of(request_id) or request_id.split("@", 1)[0].rsplit("/", 1)[0]
-    for facts in store.threads([thread]):
+    # Looked up, never parsed: ids may hold `/` and `@`.
+    for facts in store.threads(store.threads_of(request_id)):
         for ev in assemble(facts, auditor.policy_for).waits:
             if ev.request_id != request_id:
                 continue

@@ -134,14 +134,18 @@ class Interpreter:
         self.protect_ref = protect_ref
         self.max_line_bytes = max_line_bytes  # a longer (relevant) line is a reject
         self.result = UnitResult()
+        # A unit may hold several threads, and they may reuse run and tool-call ids: every
+        # map of run or call ids is keyed with the thread too.
         self._ctx: tuple[str, str] | None = None  # (thread, run) of the latest start or input
-        self._threads: dict[str, str] = {}  # run -> thread, as seen in this unit
+        self._threads: dict[str, set[str]] = {}  # run -> the threads using it in this unit
         self._calls: dict[str, _Call] = {}  # open tool calls: arguments held in memory only
-        self._ended: dict[str, tuple[_Call, str]] = {}  # ended calls: name and digest
+        # ended calls by (thread, run, call id): name and digest
+        self._ended: dict[tuple[str, str, str], tuple[_Call, str]] = {}
+        # (thread, ADK confirmation call id) -> the gated call
+        self._adk: dict[tuple[str, str], AdkOriginal] = {}
+        self._adk_pending: dict[tuple[str, str], list[tuple[str, int, int]]] = {}  # per run
         # legacy on_interrupt events per run, until the run's end says what their ids are
-        self._adk: dict[str, AdkOriginal] = {}  # ADK confirmation call id -> the gated call
-        self._adk_pending: dict[str, list[tuple[str, str, int, int]]] = {}  # per run
-        self._legacy: dict[str, list[tuple[str, LegacyInterrupt, int, int]]] = {}
+        self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int]]] = {}
 
     # -- entry points ------------------------------------------------------------------
 
@@ -230,19 +234,29 @@ class Interpreter:
             res.accepted += 1
 
     def finish(self) -> UnitResult:
-        for run in list(self._legacy):
-            self._flush_legacy(run, [])  # a run whose end is not in this unit
+        for thread, run in list(self._legacy):
+            self._flush_legacy(thread, run, [])  # a run whose end is not in this unit
         for call_id in list(self._calls):
             if self._calls[call_id].name == ADK_CONFIRMATION:
                 self._end_call(call_id)
-        for run in list(self._adk_pending):
-            self._flush_adk(run, [])
+        for thread, run in list(self._adk_pending):
+            self._flush_adk(thread, run, [])
         for call_id in list(self._calls):
             self._end_call(call_id)  # a stream cut before TOOL_CALL_END still has an action
         # Calls no interrupt of this unit claimed are kept (name and digest only) for an
         # interrupt that may arrive in a later unit.
-        for call_id, (call, digest) in self._ended.items():
-            self._emit(ToolCallFact(call_id, call.run_id, call.name, digest, call.at, call.seq))
+        for (thread, run, call_id), (call, digest) in self._ended.items():
+            self._emit(
+                ToolCallFact(
+                    thread_id=thread,
+                    tool_call_id=call_id,
+                    run_id=run,
+                    name=call.name,
+                    digest=digest,
+                    at=call.at,
+                    seq=call.seq,
+                )
+            )
         self._ended.clear()
         return self.result
 
@@ -290,13 +304,18 @@ class Interpreter:
         if isinstance(thread, str) and isinstance(run, str):
             return thread, run
         if isinstance(run, str):  # a run named inline is that run, never the one in context
-            known = self._threads.get(run)
-            if known is None:
+            if self._ctx is not None and self._ctx[1] == run:
+                return self._ctx
+            known = self._threads.get(run, set())
+            if len(known) != 1:
                 raise _LineError(
                     "no_run_context",
-                    f"{what} names a runId which this unit has not started: add its threadId",
+                    f"{what} names a runId which this unit has not started: add its threadId"
+                    if not known
+                    else f"{what} names a runId which several threads of this unit use: "
+                    "add its threadId",
                 )
-            return known, run
+            return next(iter(known)), run
         if isinstance(thread, str) and (self._ctx is None or self._ctx[0] != thread):
             raise _LineError(
                 "no_run_context",
@@ -313,7 +332,7 @@ class Interpreter:
 
     def _set_ctx(self, thread: str, run: str) -> None:
         self._ctx = (thread, run)
-        self._threads[run] = thread
+        self._threads.setdefault(run, set()).add(thread)
 
     def _emit(self, fact: Fact) -> None:
         self.result.facts.append(fact)
@@ -325,7 +344,9 @@ class Interpreter:
         at, seq = self._at(obj), self.seq_base + n
         thread = _checked(inp.thread_id, "RunAgentInput: threadId")
         run = _checked(inp.run_id, "RunAgentInput: runId")
-        facts: list[Fact] = [RunFact(run, thread, RunMark.INPUT, at, seq)]
+        facts: list[Fact] = [
+            RunFact(run_id=run, thread_id=thread, mark=RunMark.INPUT, at=at, seq=seq)
+        ]
         # resume[] wins over the legacy form, as the integrations do
         legacy = None if inp.resume else legacy_resume(inp.forwarded_props)
         if legacy is not None:
@@ -336,14 +357,31 @@ class Interpreter:
             if len(entries) > ENTRIES_MAX:  # hundreds of keys name no interrupts: one answer
                 entries = "[]"
             facts.append(
-                LegacyResumeFact(thread, run, legacy.single, at, seq, legacy.single_digest, entries)
+                LegacyResumeFact(
+                    thread_id=thread,
+                    run_id=run,
+                    code=legacy.single,
+                    at=at,
+                    seq=seq,
+                    digest=legacy.single_digest,
+                    entries=entries,
+                )
             )
         for i, m in enumerate(inp.messages):
             answer = adk_answer(m)
             if answer is not None:  # ADK: a tool message for a confirmation call
                 call_id = _checked(answer[0], f"RunAgentInput: messages.{i}: toolCallId")
                 facts.append(
-                    AnswerFact(thread, run, call_id, answer[1], at, seq, None, "tool_message")
+                    AnswerFact(
+                        thread_id=thread,
+                        run_id=run,
+                        interrupt_id=call_id,
+                        code=answer[1],
+                        at=at,
+                        seq=seq,
+                        digest=None,
+                        via="tool_message",
+                    )
                 )
         for i, entry in enumerate(inp.resume or ()):
             if entry.status == "cancelled":
@@ -353,7 +391,17 @@ class Interpreter:
             where = f"RunAgentInput: resume.{i}"
             interrupt_id = _checked(entry.interrupt_id, f"{where}: interruptId")
             _checked_or_none(digest, f"{where}: payload.approvedActionFingerprint", DIGEST_MAX)
-            facts.append(AnswerFact(thread, run, interrupt_id, code, at, seq, digest))
+            facts.append(
+                AnswerFact(
+                    thread_id=thread,
+                    run_id=run,
+                    interrupt_id=interrupt_id,
+                    code=code,
+                    at=at,
+                    seq=seq,
+                    digest=digest,
+                )
+            )
         self._set_ctx(thread, run)
         self.result.facts.extend(facts)
 
@@ -364,31 +412,48 @@ class Interpreter:
         if obj.get("input") is not None:
             inp = _valid(RunAgentInput, obj["input"], "RUN_STARTED: input")
             self._input(inp, n, {"timestamp": obj.get("timestamp")})
-        self._emit(RunFact(run, thread, RunMark.STARTED, at, self.seq_base + n))
+        self._emit(
+            RunFact(
+                run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=self.seq_base + n
+            )
+        )
         return "run"
 
     def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
         thread, run = _id(obj, "threadId", "RUN_FINISHED"), _id(obj, "runId", "RUN_FINISHED")
         at, seq = self._at(obj), self.seq_base + n
-        self._threads[run] = thread
+        self._threads.setdefault(run, set()).add(thread)
         outcome = obj.get("outcome")
         kind = outcome.get("type") if isinstance(outcome, dict) else outcome
         if kind is None or kind == "success":
-            self._flush_legacy(run, [])
-            self._flush_adk(run, [])
-            self._emit(RunFact(run, thread, RunMark.FINISHED, at, seq))
+            self._flush_legacy(thread, run, [])
+            self._flush_adk(thread, run, [])
+            self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.FINISHED, at=at, seq=seq))
             return "run"
         if kind == "cancelled":
-            self._flush_legacy(run, [])
-            self._flush_adk(run, [])
-            self._emit(RunFact(run, thread, RunMark.CANCELLED, at, seq))
+            self._flush_legacy(thread, run, [])
+            self._flush_adk(thread, run, [])
+            self._emit(
+                RunFact(run_id=run, thread_id=thread, mark=RunMark.CANCELLED, at=at, seq=seq)
+            )
             return "run"
         if kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts"):
             # The protocol requires at least one interrupt; the run still ended.
-            self._emit(FindingFact("interrupt_outcome_empty", at, seq, thread, run, None))
-            self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
-            self._flush_legacy(run, [])
-            self._flush_adk(run, [])
+            self._emit(
+                FindingFact(
+                    rule="interrupt_outcome_empty",
+                    at=at,
+                    seq=seq,
+                    thread_id=thread,
+                    run_id=run,
+                    interrupt_id=None,
+                )
+            )
+            self._emit(
+                RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq)
+            )
+            self._flush_legacy(thread, run, [])
+            self._flush_adk(thread, run, [])
             return "interrupt"
         if kind != "interrupt":
             raise _LineError(
@@ -400,32 +465,40 @@ class Interpreter:
         ).interrupts
         for i, it in enumerate(interrupts):  # all checked before the first fact
             _check_interrupt(it, f"RUN_FINISHED: outcome.interrupts.{i}")
-        self._emit(RunFact(run, thread, RunMark.INTERRUPTED, at, seq))
+        self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq))
         seen: set[str] = set()
         for it in interrupts:
             if it.id in seen:
-                self._emit(FindingFact("duplicate_interrupt_id", at, seq, thread, run, it.id))
+                self._emit(
+                    FindingFact(
+                        rule="duplicate_interrupt_id",
+                        at=at,
+                        seq=seq,
+                        thread_id=thread,
+                        run_id=run,
+                        interrupt_id=it.id,
+                    )
+                )
             seen.add(it.id)
             meta = it.metadata if isinstance(it.metadata, dict) else {}
             self._announce(
-                thread,
-                run,
-                it.id,
-                at,
-                seq,
-                it.reason,
-                it.tool_call_id,
-                it.expires_at,
-                meta,
-                None,
-                None,
+                thread=thread,
+                run=run,
+                interrupt_id=it.id,
+                at=at,
+                seq=seq,
+                reason=it.reason,
+                tool_call_id=it.tool_call_id,
+                expires_raw=it.expires_at,
+                meta=meta,
             )
-        self._flush_legacy(run, [it.id for it in interrupts])
-        self._flush_adk(run, [it.id for it in interrupts])
+        self._flush_legacy(thread, run, [it.id for it in interrupts])
+        self._flush_adk(thread, run, [it.id for it in interrupts])
         return "interrupt"
 
     def _announce(
         self,
+        *,
         thread: str,
         run: str,
         interrupt_id: str,
@@ -433,25 +506,37 @@ class Interpreter:
         seq: int,
         reason: str | None,
         tool_call_id: str | None,
-        expires_raw: str | None,
-        meta: dict[str, Any],
-        action: str | None,
-        digest: str | None,
+        expires_raw: str | None = None,
+        meta: dict[str, Any] | None = None,
+        action: str | None = None,
+        digest: str | None = None,
     ) -> None:
         """One interrupt of a run, as a fact: its action is the gated call seen in this unit
         (or the dialect's own), its digest the producer's fingerprint or the computed one."""
-        original = self._adk.get(tool_call_id or "") or adk_original_of_meta(meta)
+        meta = {} if meta is None else meta
+        original = self._adk.get((thread, tool_call_id or "")) or adk_original_of_meta(meta)
         tool_result_receipt = original is not None
         if original is not None:  # ADK: the action is the call awaiting confirmation
             tool_call_id, action, digest = original.call_id, original.name, original.digest
         elif tool_call_id is not None and action is None:
-            self._end_call(tool_call_id)
-            claimed = self._ended.pop(tool_call_id, None)
+            open_call = self._calls.get(tool_call_id)
+            if open_call is not None and open_call.thread_id == thread:
+                self._end_call(tool_call_id)
+            claimed = self._claim(thread, run, tool_call_id)
             if claimed is not None:
                 action, digest = claimed[0].name, digest or claimed[1]
         expires = _parse_time(expires_raw) if expires_raw is not None else None
         if expires_raw is not None and expires is None:
-            self._emit(FindingFact("expires_at_unparsable", at, seq, thread, run, interrupt_id))
+            self._emit(
+                FindingFact(
+                    rule="expires_at_unparsable",
+                    at=at,
+                    seq=seq,
+                    thread_id=thread,
+                    run_id=run,
+                    interrupt_id=interrupt_id,
+                )
+            )
         self._emit(
             InterruptFact(
                 thread_id=thread,
@@ -470,19 +555,43 @@ class Interpreter:
             )
         )
 
-    def _flush_adk(self, run: str, announced: list[str]) -> None:
+    def _claim(self, thread: str, run: str, call_id: str) -> tuple[_Call, str] | None:
+        """The ended call an interrupt gates: of its own run, else the thread's latest one
+        with that id (never another thread's: producers reuse call ids across threads)."""
+        claimed = self._ended.pop((thread, run, call_id), None)
+        if claimed is None:
+            for key in reversed(self._ended):
+                if key[0] == thread and key[2] == call_id:
+                    return self._ended.pop(key)
+        return claimed
+
+    def _flush_adk(self, thread: str, run: str, announced: list[str]) -> None:
         """ADK's default mode announces a wait only by its confirmation tool call: at the
         run's end, every confirmation its 1.0 outcome did not announce becomes a wait."""
-        for thread, call_id, at, seq in self._adk_pending.pop(run, []):
+        for call_id, at, seq in self._adk_pending.pop((thread, run), []):
             if call_id not in announced:
                 self._announce(
-                    thread, run, call_id, at, seq, "confirmation", call_id, None, {}, None, None
+                    thread=thread,
+                    run=run,
+                    interrupt_id=call_id,
+                    at=at,
+                    seq=seq,
+                    reason="confirmation",
+                    tool_call_id=call_id,
                 )
 
     def _run_error(self, n: int, obj: dict[str, Any]) -> str:
         _need(obj, "message", "RUN_ERROR")  # read for validity only: never kept
         thread, run = self._run(obj, "RUN_ERROR")
-        self._emit(RunFact(run, thread, RunMark.ERROR, self._at(obj), self.seq_base + n))
+        self._emit(
+            RunFact(
+                run_id=run,
+                thread_id=thread,
+                mark=RunMark.ERROR,
+                at=self._at(obj),
+                seq=self.seq_base + n,
+            )
+        )
         return "run"
 
     # -- tool calls: only the name and digest survive ----------------------------------
@@ -491,7 +600,9 @@ class Interpreter:
         call_id = _id(obj, "toolCallId", "TOOL_CALL_START")
         name = _id(obj, "toolCallName", "TOOL_CALL_START")
         thread, run = self._run(obj, "TOOL_CALL_START")
-        self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
+        at = self._at(obj)
+        self._end_other_run(call_id, thread, run)
+        self._calls[call_id] = _Call(name, thread, run, at, self.seq_base + n, [])
         return "tool_call"
 
     def _tool_args(self, n: int, obj: dict[str, Any]) -> str:
@@ -523,22 +634,36 @@ class Interpreter:
     def _tool_result(self, n: int, obj: dict[str, Any]) -> str:
         call_id = _id(obj, "toolCallId", "TOOL_CALL_RESULT")
         thread, run = self._run(obj, "TOOL_CALL_RESULT")
-        self._emit(ToolResultFact(thread, run, call_id, self._at(obj), self.seq_base + n))
+        self._emit(
+            ToolResultFact(
+                thread_id=thread,
+                run_id=run,
+                tool_call_id=call_id,
+                at=self._at(obj),
+                seq=self.seq_base + n,
+            )
+        )
         return "tool_call"
+
+    def _end_other_run(self, call_id: str, thread: str, run: str) -> None:
+        """A call id still open in another thread or run (producers reuse call ids across
+        threads) is ended before the new call takes the id, so that it is kept, not lost."""
+        open_call = self._calls.get(call_id)
+        if open_call is not None and (open_call.thread_id, open_call.run_id) != (thread, run):
+            self._end_call(call_id)
 
     def _end_call(self, call_id: str) -> None:
         call = self._calls.pop(call_id, None)
         if call is None:
             return
         args = "".join(call.args)  # dropped at the end of this method, once digested
-        self._ended[call_id] = (call, action_digest(call.name, args))
+        thread, run = call.thread_id, call.run_id
+        self._ended[(thread, run, call_id)] = (call, action_digest(call.name, args))
         if call.name == ADK_CONFIRMATION:
             original = adk_original(args)
             if original is not None:
-                self._adk[call_id] = original
-                self._adk_pending.setdefault(call.run_id, []).append(
-                    (call.thread_id, call_id, call.at, call.seq)
-                )
+                self._adk[(thread, call_id)] = original
+                self._adk_pending.setdefault((thread, run), []).append((call_id, call.at, call.seq))
 
     # -- ag-ui-langgraph's legacy interrupt event ------------------------------------------
 
@@ -552,15 +677,17 @@ class Interpreter:
         _checked_or_none(legacy.tool_call_id, "CUSTOM on_interrupt: value.toolCallId")
         _checked_or_none(legacy.action, "CUSTOM on_interrupt: value.action_requests.0.name")
         _check_expiry(legacy.expires_at, "CUSTOM on_interrupt: value.expiresAt")
-        self._legacy.setdefault(run, []).append((thread, legacy, self._at(obj), self.seq_base + n))
+        self._legacy.setdefault((thread, run), []).append(
+            (legacy, self._at(obj), self.seq_base + n)
+        )
         return "interrupt"
 
-    def _flush_legacy(self, run: str, announced: list[str]) -> None:
+    def _flush_legacy(self, thread: str, run: str, announced: list[str]) -> None:
         """Emit the run's legacy interrupts once its end is seen (`announced`: the ids of its
         1.0 outcome, in order). The n-th one without an id is the outcome's n-th interrupt,
         else `{runId}#{n}`, with a finding."""
         unnamed = 0
-        for thread, legacy, at, seq in self._legacy.pop(run, []):
+        for legacy, at, seq in self._legacy.pop((thread, run), []):
             interrupt_id = legacy.interrupt_id
             if interrupt_id is None:
                 unnamed += 1
@@ -570,23 +697,27 @@ class Interpreter:
                     interrupt_id = f"{run}#{unnamed}"
                     self._emit(
                         FindingFact(
-                            "legacy_interrupt_without_id", at, seq, thread, run, interrupt_id
+                            rule="legacy_interrupt_without_id",
+                            at=at,
+                            seq=seq,
+                            thread_id=thread,
+                            run_id=run,
+                            interrupt_id=interrupt_id,
                         )
                     )
             if interrupt_id in announced:
                 continue  # the outcome says it all, and more
             self._announce(
-                thread,
-                run,
-                interrupt_id,
-                at,
-                seq,
-                legacy.reason,
-                legacy.tool_call_id,
-                legacy.expires_at,
-                {},
-                legacy.action,
-                legacy.digest,
+                thread=thread,
+                run=run,
+                interrupt_id=interrupt_id,
+                at=at,
+                seq=seq,
+                reason=legacy.reason,
+                tool_call_id=legacy.tool_call_id,
+                expires_raw=legacy.expires_at,
+                action=legacy.action,
+                digest=legacy.digest,
             )
 
     # -- CUSTOM: sidewatch evidence events ------------------------------------------------

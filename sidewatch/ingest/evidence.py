@@ -53,7 +53,7 @@ def read_evidence(
             handle = h is not None
         run = _str(value, "runId")
         key = _key("hb", thread, run, handle, at) if timed else _key("hb", seq)
-        return HeartbeatFact(thread, at, seq, run, handle, key)
+        return HeartbeatFact(thread_id=thread, at=at, seq=seq, run_id=run, handle=handle, key=key)
     kind = _KINDS.get(name)
     if kind is None:
         raise EvidenceError("unknown_evidence", "unknown evidence event")

@@ -291,13 +291,6 @@ class AuditState:
                 for r in c.exec_driver_sql(driver_sql(c, sql), tuple(states))
             ]
 
-    def thread_of(self, request_id: str) -> str | None:
-        table = table_of(WaitState)
-        query = select(table.c.thread_id).where(table.c.request_id == request_id)
-        with self._conn() as c:
-            found = c.execute(query).scalar_one_or_none()
-        return None if found is None else str(found)
-
     def oldest_since(self) -> dict[str, int]:
         """When the oldest open wait of each state entered it (index-only lookups)."""
         table = table_of(WaitState)

@@ -1,16 +1,17 @@
 """Reading facts back, all threads or a chosen few, converted at this edge into core facts.
 
-Rows are read through the driver as plain tuples in the facts' own field order: a full audit
-reads several rows per wait, and this is its hot path."""
+Rows are read through the driver as plain tuples (a full audit reads several rows per wait,
+and this is its hot path), each column taken by its field's name: a fact's columns are its
+fields, and one reader per fact says which of them need a conversion."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, or_, select
 
 from sidewatch.core.facts import (
     AnswerFact,
@@ -28,47 +29,88 @@ from sidewatch.core.facts import (
 )
 from sidewatch.core.model import Code
 from sidewatch.store.auditstate import key_lookups
+from sidewatch.store.models import DirtyThread, InterruptRow, WaitState, table_of
 
 CHUNK = 500  # ids per IN (...) list
+T = TypeVar("T")
+
+
+def _bool(v: Any) -> bool | None:
+    return None if v is None else bool(v)  # SQLite answers 0/1
+
 
 _MARKS = {m.value: m for m in RunMark}
 _CODES = {c.value: c for c in Code}
 _KINDS = {k.value: k for k in SignalKind}
 
 
-def _cols(fact: type) -> str:
-    return ", ".join(f.name for f in fields(fact))
+def _code_or_none(v: str | None) -> Code | None:
+    return _CODES[v] if v else None
 
 
-def _select(conn: Connection, table: str, fact: type, where: str, ids: list[str]) -> Iterator[Any]:
-    """Rows of `fact`'s columns whose `where` column is in `ids` (all rows when `where` is
-    empty), in chunks that every driver accepts."""
+class _Reader(Generic[T]):
+    """One fact's row-to-record conversion: the columns named as its fields, each passed by
+    name, converted where the store keeps another type (0/1 for booleans, codes as text)."""
+
+    def __init__(self, table: str, fact: type[T], **convert: Callable[[Any], Any]) -> None:
+        self.table, self.fact = table, fact
+        self.names = tuple(f.name for f in fields(fact))  # type: ignore[arg-type]
+        unknown = convert.keys() - set(self.names)
+        if unknown:  # a renamed field: caught at import, not by the first audit
+            raise TypeError(f"{fact.__name__} has no field {sorted(unknown)}")
+        self.steps = tuple((n, convert.get(n)) for n in self.names)
+        self.columns = ", ".join(self.names)
+
+    def __call__(self, row: Sequence[Any]) -> T:
+        return self.fact(
+            **{n: v if c is None else c(v) for (n, c), v in zip(self.steps, row, strict=True)}
+        )
+
+
+_INTERRUPT = _Reader("interrupt", InterruptFact, handle=_bool, tool_result_receipt=bool)
+_RUN = _Reader("run_fact", RunFact, mark=_MARKS.__getitem__)
+_CALL = _Reader("tool_call", ToolCallFact)
+_ANSWER = _Reader("answer", AnswerFact, code=_CODES.__getitem__)
+_RESULT = _Reader("tool_result", ToolResultFact)
+_SIGNAL = _Reader(
+    "signal",
+    SignalFact,
+    kind=_KINDS.__getitem__,
+    delivered=bool,
+    acknowledged=bool,
+    code=_code_or_none,
+)
+_LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__)
+_FINDING = _Reader("finding", FindingFact)
+_HEARTBEAT = _Reader("heartbeat", HeartbeatFact, handle=_bool)
+
+
+def _read(conn: Connection, reader: _Reader[T], where: str, ids: list[str]) -> Iterator[T]:
+    """The facts whose `where` column is in `ids` (all of them when `where` is empty), in
+    chunks that every driver accepts."""
+    table, cols = reader.table, reader.columns
     if not where:
-        yield from conn.exec_driver_sql(f"SELECT {_cols(fact)} FROM {table}")  # noqa: S608
+        rows: Iterable[Any] = conn.exec_driver_sql(f"SELECT {cols} FROM {table}")  # noqa: S608
+        yield from map(reader, rows)
         return
     if conn.dialect.name == "postgresql":
         # One array parameter: the same statement every time, prepared once by the server,
         # where an IN list of 500 placeholders is parsed again by the driver at every call.
-        sql = f"SELECT {_cols(fact)} FROM {table} WHERE {where} = ANY(%s)"  # noqa: S608
-        for k in range(0, len(ids), CHUNK):
-            yield from conn.exec_driver_sql(sql, (ids[k : k + CHUNK],))
+        sql = f"SELECT {cols} FROM {table} WHERE {where} = ANY(%s)"  # noqa: S608
+        for part in _chunks(ids):
+            yield from map(reader, conn.exec_driver_sql(sql, (part,)))
         return
-    for k in range(0, len(ids), CHUNK):
-        part = ids[k : k + CHUNK]
+    for part in _chunks(ids):
         marks = ", ".join("?" for _ in part)
-        sql = f"SELECT {_cols(fact)} FROM {table} WHERE {where} IN ({marks})"  # noqa: S608
-        yield from conn.exec_driver_sql(sql, tuple(part))
+        sql = f"SELECT {cols} FROM {table} WHERE {where} IN ({marks})"  # noqa: S608
+        yield from map(reader, conn.exec_driver_sql(sql, tuple(part)))
 
 
-def _grouped(rows: Iterator[Any], key: int, build: Callable[[Any], Any]) -> dict[str, list[Any]]:
+def _by_thread(facts: Iterable[Any]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = defaultdict(list)
-    for r in rows:
-        out[r[key]].append(build(r))
+    for f in facts:
+        out[f.thread_id].append(f)
     return out
-
-
-def _bool(v: Any) -> bool | None:
-    return None if v is None else bool(v)  # SQLite answers 0/1
 
 
 def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[ThreadFacts]:
@@ -77,95 +119,31 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     where = "thread_id" if thread_ids is not None else ""
     if where:
         key_lookups(conn)
-    interrupts = _grouped(
-        _select(conn, "interrupt", InterruptFact, where, chosen),
-        0,
-        lambda r: InterruptFact(
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            r[6],
-            r[7],
-            r[8],
-            _bool(r[9]),
-            r[10],
-            r[11],
-            bool(r[12]),
-        ),
-    )
+    interrupts = _by_thread(_read(conn, _INTERRUPT, where, chosen))
     if not interrupts:
         return []
     threads = list(interrupts)
     where_ids = threads if thread_ids is not None else []
     by_ref: dict[str, str] = {}  # every requestId a wait may have -> its thread
-    run_thread: dict[str, str] = {}
     for thread, its in interrupts.items():
         for i in its:
-            run_thread[i.run_id] = thread
             by_ref[f"{thread}/{i.interrupt_id}"] = thread
             by_ref[f"{thread}/{i.interrupt_id}@{i.run_id}"] = thread
             if i.request_id is not None:
                 by_ref[i.request_id] = thread
-
-    runs: dict[str, list[RunFact]] = defaultdict(list)
-    for r in _select(conn, "run_fact", RunFact, where, where_ids):
-        runs[r[1]].append(RunFact(r[0], r[1], _MARKS[r[2]], r[3], r[4]))
-        run_thread.setdefault(r[0], r[1])
-    calls: dict[str, list[ToolCallFact]] = defaultdict(list)
-    call_where = "run_id" if thread_ids is not None else ""
-    for r in _select(conn, "tool_call", ToolCallFact, call_where, list(run_thread)):
-        call_thread = run_thread.get(r[1])
-        if call_thread is not None and call_thread in interrupts:
-            calls[call_thread].append(ToolCallFact(*r))
-    answers = _grouped(
-        _select(conn, "answer", AnswerFact, where, where_ids),
-        0,
-        lambda r: AnswerFact(r[0], r[1], r[2], _CODES[r[3]], r[4], r[5], r[6], r[7]),
-    )
-    results = _grouped(
-        _select(conn, "tool_result", ToolResultFact, where, where_ids),
-        0,
-        lambda r: ToolResultFact(*r),
-    )
+    runs = _by_thread(_read(conn, _RUN, where, where_ids))
+    calls = _by_thread(_read(conn, _CALL, where, where_ids))
+    answers = _by_thread(_read(conn, _ANSWER, where, where_ids))
+    results = _by_thread(_read(conn, _RESULT, where, where_ids))
     signals: dict[str, list[SignalFact]] = defaultdict(list)
-    for r in _signal_rows(conn, where_ids if thread_ids is not None else None, list(by_ref)):
-        owner = by_ref.get(r[3]) if r[3] else r[4]
+    for s in _signals(conn, where_ids if thread_ids is not None else None, list(by_ref)):
+        owner = by_ref.get(s.request_id) if s.request_id else s.thread_id
         if owner is None:
             continue  # names a wait not seen yet: kept, applied when it appears
-        signals[owner].append(
-            SignalFact(
-                _KINDS[r[0]],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                bool(r[7]),
-                bool(r[8]),
-                _CODES[r[9]] if r[9] else None,
-                r[10],
-                r[11],
-            )
-        )
-    legacy = _grouped(
-        _select(conn, "legacy_resume", LegacyResumeFact, where, where_ids),
-        0,
-        lambda r: LegacyResumeFact(r[0], r[1], _CODES[r[2]], r[3], r[4], r[5], r[6]),
-    )
-    found = _grouped(
-        _select(conn, "finding", FindingFact, where, where_ids),
-        3,
-        lambda r: FindingFact(r[0], r[1], r[2], r[3], r[4], r[5]),
-    )
-    beats = _grouped(
-        _select(conn, "heartbeat", HeartbeatFact, where, where_ids),
-        0,
-        lambda r: HeartbeatFact(r[0], r[1], r[2], r[3], _bool(r[4]), r[5]),
-    )
+        signals[owner].append(s)
+    legacy = _by_thread(_read(conn, _LEGACY, where, where_ids))
+    found = _by_thread(_read(conn, _FINDING, where, where_ids))
+    beats = _by_thread(_read(conn, _HEARTBEAT, where, where_ids))
     return [
         ThreadFacts(
             thread_id=thread,
@@ -183,17 +161,50 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     ]
 
 
-def _signal_rows(conn: Connection, threads: list[str] | None, refs: list[str]) -> Iterator[Any]:
+def _signals(conn: Connection, threads: list[str] | None, refs: list[str]) -> Iterator[SignalFact]:
     """Signals naming the threads' waits, by thread and interrupt id or by requestId."""
     if threads is None:
-        yield from _select(conn, "signal", SignalFact, "", [])
+        yield from _read(conn, _SIGNAL, "", [])
         return
     seen: set[str] = set()
-    for rows in (
-        _select(conn, "signal", SignalFact, "thread_id", threads),
-        _select(conn, "signal", SignalFact, "request_id", refs),
+    for found in (
+        _read(conn, _SIGNAL, "thread_id", threads),
+        _read(conn, _SIGNAL, "request_id", refs),
     ):
-        for r in rows:
-            if r[11] not in seen:  # the natural key: a signal may match both ways
-                seen.add(r[11])
-                yield r
+        for s in found:
+            if s.key not in seen:  # the natural key: a signal may match both ways
+                seen.add(s.key)
+                yield s
+
+
+def threads_of_refs(conn: Connection, refs: Collection[str], unrecorded: bool = True) -> set[str]:
+    """The threads whose waits these requestIds name, looked up and never parsed (ids may hold
+    `/` and `@`): a producer's `metadata.requestId`, else the auditor's record of the wait,
+    else (`unrecorded`) the default forms `{threadId}/{interruptId}[@{runId}]` of the
+    interrupts on threads the auditor has not classified since: every wait is recorded, or
+    its thread is dirty."""
+    interrupt, state, dirty = table_of(InterruptRow), table_of(WaitState), table_of(DirtyThread)
+    rest = set(refs)
+    out: set[str] = set()
+    for column, thread in (
+        (interrupt.c.request_id, interrupt.c.thread_id),
+        (state.c.request_id, state.c.thread_id),
+    ):
+        for part in _chunks(sorted(rest)):
+            for ref, owner in conn.execute(select(column, thread).where(column.in_(part))):
+                rest.discard(ref)
+                out.add(owner)
+    default = interrupt.c.thread_id + "/" + interrupt.c.interrupt_id
+    for part in _chunks(sorted(rest) if unrecorded else []):
+        query = (
+            select(interrupt.c.thread_id)
+            .join(dirty, dirty.c.thread_id == interrupt.c.thread_id)
+            .where(or_(default.in_(part), (default + "@" + interrupt.c.run_id).in_(part)))
+        )
+        out.update(str(r[0]) for r in conn.execute(query))
+    return out
+
+
+def _chunks(ids: list[str]) -> Iterator[list[str]]:
+    for k in range(0, len(ids), CHUNK):
+        yield ids[k : k + CHUNK]

@@ -2,7 +2,9 @@
 no tool arguments, messages, interrupt messages or payloads have a column to land in.
 
 Every fact table has a natural key (a unique constraint), so a re-delivered line is an
-insert that does nothing. `at` is ms since the epoch, `seq` the arrival order.
+insert that does nothing. Every run-scoped key holds the thread: clients choose run ids and
+producers interrupt and tool-call ids, and the same id in two threads names two things.
+`at` is ms since the epoch, `seq` the arrival order.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from sqlalchemy import BigInteger, Index, Table, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 Ms = BigInteger  # ms since the epoch and arrival sequences outgrow 32 bits
+REQUEST_ID_COLUMN = 640  # a wait's requestId: a producer's (500 at most) or a default one
 
 
 def table_of(model: Any) -> Table:
@@ -74,8 +77,11 @@ class InterruptRow(SQLModel, table=True):
 
 class ToolCallRow(SQLModel, table=True):
     __tablename__ = "tool_call"
-    __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)
+    __table_args__ = (
+        UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_call_key"),
+    )
     id: int | None = Field(default=None, primary_key=True)
+    thread_id: str = Field(max_length=256, index=True)
     tool_call_id: str = Field(max_length=256, index=True)
     run_id: str = Field(max_length=256)
     name: str = Field(max_length=256)
@@ -86,7 +92,7 @@ class ToolCallRow(SQLModel, table=True):
 
 class RunRow(SQLModel, table=True):
     __tablename__ = "run_fact"
-    __table_args__ = (UniqueConstraint("run_id", "mark"),)
+    __table_args__ = (UniqueConstraint("thread_id", "run_id", "mark", name="uq_run_fact_key"),)
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(max_length=256)
     thread_id: str = Field(max_length=256, index=True)
@@ -97,7 +103,9 @@ class RunRow(SQLModel, table=True):
 
 class AnswerRow(SQLModel, table=True):
     __tablename__ = "answer"
-    __table_args__ = (UniqueConstraint("run_id", "interrupt_id"),)
+    __table_args__ = (
+        UniqueConstraint("thread_id", "run_id", "interrupt_id", name="uq_answer_key"),
+    )
     id: int | None = Field(default=None, primary_key=True)
     thread_id: str = Field(max_length=256, index=True)
     run_id: str = Field(max_length=256)
@@ -113,9 +121,10 @@ class LegacyResumeRow(SQLModel, table=True):
     """`forwardedProps.command.resume` answers: codes and hashed keys only, never payloads."""
 
     __tablename__ = "legacy_resume"
+    __table_args__ = (UniqueConstraint("thread_id", "run_id", name="uq_legacy_resume_key"),)
     id: int | None = Field(default=None, primary_key=True)
     thread_id: str = Field(max_length=256, index=True)
-    run_id: str = Field(max_length=256, unique=True)
+    run_id: str = Field(max_length=256)
     code: str = Field(max_length=16)
     digest: str | None = Field(default=None, max_length=128)
     entries: str = Field(max_length=8192)
@@ -125,7 +134,9 @@ class LegacyResumeRow(SQLModel, table=True):
 
 class ToolResultRow(SQLModel, table=True):
     __tablename__ = "tool_result"
-    __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)
+    __table_args__ = (
+        UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_result_key"),
+    )
     id: int | None = Field(default=None, primary_key=True)
     thread_id: str = Field(max_length=256, index=True)
     run_id: str = Field(max_length=256)
@@ -198,7 +209,9 @@ class WaitState(SQLModel, table=True):
         Index("ix_wait_state_due", "due_at"),
         Index("ix_wait_state_open_since", "closed", "state", "since"),
     )
-    request_id: str = Field(primary_key=True, max_length=512)
+    # The longest requestId sidewatch makes, `{threadId}/{interruptId}@{runId}` of ids of the
+    # longest accepted length (200), is 602 characters.
+    request_id: str = Field(primary_key=True, max_length=REQUEST_ID_COLUMN)
     thread_id: str = Field(max_length=256, index=True)
     policy: str = Field(max_length=128)
     state: str = Field(max_length=32)
@@ -217,7 +230,7 @@ class TransitionRow(SQLModel, table=True):
 
     __tablename__ = "transition"
     id: int | None = Field(default=None, primary_key=True)
-    request_id: str = Field(max_length=512, index=True)
+    request_id: str = Field(max_length=REQUEST_ID_COLUMN, index=True)
     from_state: str | None = Field(default=None, max_length=32)
     to_state: str = Field(max_length=32)
     at: int = Field(sa_type=Ms, index=True)

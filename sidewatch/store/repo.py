@@ -29,7 +29,7 @@ from sidewatch.core.facts import (
 )
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
-from sidewatch.store.load import load_threads
+from sidewatch.store.load import load_threads, threads_of_refs
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -135,25 +135,10 @@ class UnitWriter:
                 if thread is not None:
                     threads.add(thread)
         if refs:
-            threads |= _threads_of_refs(self.conn, refs)
+            # A wait not recorded yet is on a dirty thread already: its default forms need no look.
+            threads |= threads_of_refs(self.conn, refs, unrecorded=False)
         if threads:
             self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY), [(t,) for t in threads])
-
-
-def _threads_of_refs(conn: Connection, refs: set[str]) -> set[str]:
-    """The threads whose waits a requestId may name: by metadata.requestId, else by the
-    default `{threadId}/{interruptId}[@{runId}]` form."""
-    table = table_of(InterruptRow)
-    found = {
-        r[1]: r[0]
-        for r in conn.execute(
-            select(table.c.thread_id, table.c.request_id).where(table.c.request_id.in_(refs))
-        )
-    }
-    out = set(found.values())
-    for ref in refs - set(found):
-        out.add(ref.split("@", 1)[0].rsplit("/", 1)[0])
-    return out
 
 
 def _finding_row(f: Any) -> tuple[Any, ...]:
@@ -263,6 +248,11 @@ class Store:
                 )
             }
         return int(n), int(accepted), int(skipped), rejected
+
+    def threads_of(self, request_id: str) -> set[str]:
+        """The threads whose waits may have this requestId (see load.threads_of_refs)."""
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            return threads_of_refs(conn, [request_id])
 
     def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
         """Every thread (or the named ones) that has announced a wait, with all its facts."""

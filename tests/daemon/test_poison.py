@@ -70,12 +70,24 @@ def poison(store: Store, now: int) -> None:
     ):
         run, interrupt = f"r-{thread[2:]}", f"i-{thread[2:]}"
         facts += [
-            RunFact(run, thread, RunMark.STARTED, at, 3 * seq),
-            RunFact(run, thread, RunMark.INTERRUPTED, at, 3 * seq + 1),
-            InterruptFact(thread, run, interrupt, at, 3 * seq + 1, "tool_call", expires_at=expires),
+            RunFact(run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=3 * seq),
+            RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=3 * seq + 1),
+            InterruptFact(
+                thread_id=thread,
+                run_id=run,
+                interrupt_id=interrupt,
+                at=at,
+                seq=3 * seq + 1,
+                reason="tool_call",
+                expires_at=expires,
+            ),
         ]
         if beat is not None:
-            facts.append(HeartbeatFact(thread, beat, 3 * seq + 2, run, True, key=thread))
+            facts.append(
+                HeartbeatFact(
+                    thread_id=thread, at=beat, seq=3 * seq + 2, run_id=run, handle=True, key=thread
+                )
+            )
     with store.unit("poison", now) as writer:
         assert writer is not None
         writer.write(facts, [], {}, len(facts), 0)
@@ -218,7 +230,14 @@ def test_a_closed_wait_whose_times_no_span_carries_is_counted_and_the_other_span
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     decline = SignalFact(
-        SignalKind.DECISION, PAST + 1000, 1, None, "t-past", "i-past", code=Code.DECLINE, key="d"
+        kind=SignalKind.DECISION,
+        at=PAST + 1000,
+        seq=1,
+        request_id=None,
+        thread_id="t-past",
+        interrupt_id="i-past",
+        code=Code.DECLINE,
+        key="d",
     )
     with daemon.store.unit("decline", now) as writer:
         assert writer is not None

@@ -168,8 +168,8 @@ def test_facts_of_an_sse_body_carry_the_line_of_their_data_block() -> None:
 
     result = interpret_body(body, "text/event-stream")
     expected = [
-        RunFact("r1", "t1", RunMark.STARTED, BASE, 1),
-        RunFact("r1", "t1", RunMark.ERROR, BASE + 1, 3),
+        RunFact(run_id="r1", thread_id="t1", mark=RunMark.STARTED, at=BASE, seq=1),
+        RunFact(run_id="r1", thread_id="t1", mark=RunMark.ERROR, at=BASE + 1, seq=3),
     ]
 
     assert expected == result.facts
@@ -199,8 +199,10 @@ def test_a_pretty_printed_run_agent_input_is_one_input() -> None:
 
     result = interpret_body(body)
     expected = [
-        RunFact("r2", "t1", RunMark.INPUT, RECEIVED, 1),
-        AnswerFact("t1", "r2", "i1", Code.ACCEPT, RECEIVED, 1),
+        RunFact(run_id="r2", thread_id="t1", mark=RunMark.INPUT, at=RECEIVED, seq=1),
+        AnswerFact(
+            thread_id="t1", run_id="r2", interrupt_id="i1", code=Code.ACCEPT, at=RECEIVED, seq=1
+        ),
     ]
 
     assert expected == result.facts
@@ -211,14 +213,14 @@ def test_a_pretty_printed_run_agent_input_is_one_input() -> None:
 
 def test_a_timestamp_is_the_time_of_the_fact() -> None:
     result = interpret(run_started(at=BASE + 5))
-    expected = [RunFact("r1", "t1", RunMark.STARTED, BASE + 5, 1)]
+    expected = [RunFact(run_id="r1", thread_id="t1", mark=RunMark.STARTED, at=BASE + 5, seq=1)]
 
     assert expected == result.facts
 
 
 def test_a_line_without_a_timestamp_takes_the_time_it_was_ingested() -> None:
     result = interpret(run_started())
-    expected = [RunFact("r1", "t1", RunMark.STARTED, RECEIVED, 1)]
+    expected = [RunFact(run_id="r1", thread_id="t1", mark=RunMark.STARTED, at=RECEIVED, seq=1)]
 
     assert expected == result.facts
 
@@ -239,7 +241,9 @@ def test_an_event_without_ids_belongs_to_the_run_of_the_latest_run_started() -> 
         run_started("t2", "r2"),
         tool_result("call-1"),
     )
-    expected = [ToolResultFact("t2", "r2", "call-1", RECEIVED, 3)]
+    expected = [
+        ToolResultFact(thread_id="t2", run_id="r2", tool_call_id="call-1", at=RECEIVED, seq=3)
+    ]
 
     assert expected == of(ToolResultFact, result)
 
@@ -250,7 +254,9 @@ def test_an_event_without_ids_belongs_to_the_run_of_the_latest_run_agent_input()
         run_input("t1", "r2"),
         tool_result("call-1"),
     )
-    expected = [ToolResultFact("t1", "r2", "call-1", RECEIVED, 3)]
+    expected = [
+        ToolResultFact(thread_id="t1", run_id="r2", tool_call_id="call-1", at=RECEIVED, seq=3)
+    ]
 
     assert expected == of(ToolResultFact, result)
 
@@ -273,8 +279,8 @@ def test_a_bare_run_error_after_a_run_agent_input_belongs_to_that_inputs_run() -
         run_error(at=BASE + 1),
     )
     expected = [
-        RunFact("r2", "t1", RunMark.INPUT, BASE, 1),
-        RunFact("r2", "t1", RunMark.ERROR, BASE + 1, 2),
+        RunFact(run_id="r2", thread_id="t1", mark=RunMark.INPUT, at=BASE, seq=1),
+        RunFact(run_id="r2", thread_id="t1", mark=RunMark.ERROR, at=BASE + 1, seq=2),
     ]
 
     assert expected == of(RunFact, result)
@@ -285,7 +291,9 @@ def test_inline_thread_and_run_ids_name_the_run_of_a_batched_event() -> None:
         run_started("t1", "r1"),
         tool_result("call-9", threadId="t9", runId="r9"),
     )
-    expected = [ToolResultFact("t9", "r9", "call-9", RECEIVED, 2)]
+    expected = [
+        ToolResultFact(thread_id="t9", run_id="r9", tool_call_id="call-9", at=RECEIVED, seq=2)
+    ]
 
     assert expected == of(ToolResultFact, result)
 
@@ -309,7 +317,7 @@ def test_an_inline_run_id_alone_finds_its_thread_from_the_units_earlier_lines() 
         run_started("t2", "r2"),
         run_error(runId="r1"),
     )
-    expected = [RunFact("r1", "t1", RunMark.ERROR, RECEIVED, 3)]
+    expected = [RunFact(run_id="r1", thread_id="t1", mark=RunMark.ERROR, at=RECEIVED, seq=3)]
 
     assert expected == [f for f in of(RunFact, result) if f.mark is RunMark.ERROR]
 
@@ -352,8 +360,8 @@ def test_lines_after_one_without_run_context_are_still_ingested() -> None:
         run_error(at=BASE + 2),
     )
     expected = [
-        RunFact("r1", "t1", RunMark.STARTED, BASE + 1, 2),
-        RunFact("r1", "t1", RunMark.ERROR, BASE + 2, 3),
+        RunFact(run_id="r1", thread_id="t1", mark=RunMark.STARTED, at=BASE + 1, seq=2),
+        RunFact(run_id="r1", thread_id="t1", mark=RunMark.ERROR, at=BASE + 2, seq=3),
     ]
 
     assert expected == result.facts
@@ -396,14 +404,14 @@ def test_how_a_run_finished_is_kept(outcome: dict[str, Any] | None, mark: RunMar
     )
 
     result = interpret(line)
-    expected = [RunFact("r1", "t1", mark, BASE, 1)]
+    expected = [RunFact(run_id="r1", thread_id="t1", mark=mark, at=BASE, seq=1)]
 
     assert expected == result.facts
 
 
 def test_a_run_agent_input_is_the_request_for_its_run() -> None:
     result = interpret(run_input("t1", "r2", timestamp=BASE))
-    expected = [RunFact("r2", "t1", RunMark.INPUT, BASE, 1)]
+    expected = [RunFact(run_id="r2", thread_id="t1", mark=RunMark.INPUT, at=BASE, seq=1)]
 
     assert expected == result.facts
 
@@ -413,9 +421,11 @@ def test_the_input_echoed_in_run_started_is_read_like_a_run_agent_input() -> Non
 
     result = interpret(run_started("t1", "r2", BASE, input=echoed))
     expected = [
-        RunFact("r2", "t1", RunMark.INPUT, BASE, 1),
-        AnswerFact("t1", "r2", "i1", Code.DECLINE, BASE, 1),
-        RunFact("r2", "t1", RunMark.STARTED, BASE, 1),
+        RunFact(run_id="r2", thread_id="t1", mark=RunMark.INPUT, at=BASE, seq=1),
+        AnswerFact(
+            thread_id="t1", run_id="r2", interrupt_id="i1", code=Code.DECLINE, at=BASE, seq=1
+        ),
+        RunFact(run_id="r2", thread_id="t1", mark=RunMark.STARTED, at=BASE, seq=1),
     ]
 
     assert expected == result.facts
@@ -435,9 +445,20 @@ def test_an_interrupt_outcome_opens_one_interrupt_per_entry() -> None:
         )
     )
     expected = [
-        RunFact("r1", "t1", RunMark.INTERRUPTED, BASE, 1),
-        InterruptFact("t1", "r1", "i1", BASE, 1, "tool_call", "call-1", request_id="req-1"),
-        InterruptFact("t1", "r1", "i2", BASE, 1, "input_required"),
+        RunFact(run_id="r1", thread_id="t1", mark=RunMark.INTERRUPTED, at=BASE, seq=1),
+        InterruptFact(
+            thread_id="t1",
+            run_id="r1",
+            interrupt_id="i1",
+            at=BASE,
+            seq=1,
+            reason="tool_call",
+            tool_call_id="call-1",
+            request_id="req-1",
+        ),
+        InterruptFact(
+            thread_id="t1", run_id="r1", interrupt_id="i2", at=BASE, seq=1, reason="input_required"
+        ),
     ]
 
     assert expected == result.facts
@@ -489,7 +510,16 @@ def test_an_unparsable_expires_at_leaves_the_interrupt_unexpired(expires_at: str
 
 def test_an_unparsable_expires_at_is_a_protocol_finding() -> None:
     result = interpret(interrupted("t1", "r1", interrupt("i1", expiresAt="soon"), at=BASE))
-    expected = [FindingFact("expires_at_unparsable", BASE, 1, "t1", "r1", "i1")]
+    expected = [
+        FindingFact(
+            rule="expires_at_unparsable",
+            at=BASE,
+            seq=1,
+            thread_id="t1",
+            run_id="r1",
+            interrupt_id="i1",
+        )
+    ]
 
     assert expected == of(FindingFact, result)
 
@@ -585,7 +615,9 @@ PAYLOADS = [
 @pytest.mark.parametrize(("payload", "code"), PAYLOADS)
 def test_a_resolved_resume_entry_is_read_into_a_decision_code(payload: Any, code: Code) -> None:
     result = interpret(run_input("t1", "r2", resolved("i1", payload), timestamp=BASE))
-    expected = [AnswerFact("t1", "r2", "i1", code, BASE, 1)]
+    expected = [
+        AnswerFact(thread_id="t1", run_id="r2", interrupt_id="i1", code=code, at=BASE, seq=1)
+    ]
 
     assert expected == of(AnswerFact, result)
 
@@ -595,7 +627,9 @@ def test_a_cancelled_resume_entry_is_a_cancel_whatever_its_payload(payload: Any)
     entry = {**cancelled("i1"), "payload": payload}
 
     result = interpret(run_input("t1", "r2", entry, timestamp=BASE))
-    expected = [AnswerFact("t1", "r2", "i1", Code.CANCEL, BASE, 1)]
+    expected = [
+        AnswerFact(thread_id="t1", run_id="r2", interrupt_id="i1", code=Code.CANCEL, at=BASE, seq=1)
+    ]
 
     assert expected == of(AnswerFact, result)
 
@@ -613,7 +647,17 @@ def test_an_approval_that_names_the_fingerprint_it_approved_keeps_that_digest() 
     payload = {"approved": True, "approvedActionFingerprint": "sha256:seen"}
 
     result = interpret(run_input("t1", "r2", resolved("i1", payload), timestamp=BASE))
-    expected = [AnswerFact("t1", "r2", "i1", Code.ACCEPT, BASE, 1, "sha256:seen")]
+    expected = [
+        AnswerFact(
+            thread_id="t1",
+            run_id="r2",
+            interrupt_id="i1",
+            code=Code.ACCEPT,
+            at=BASE,
+            seq=1,
+            digest="sha256:seen",
+        )
+    ]
 
     assert expected == of(AnswerFact, result)
 
@@ -641,7 +685,18 @@ def test_a_route_event_is_a_notification_attempt() -> None:
     value = {**REF, "approverRef": "role:ops", "channel": "chat", "delivered": True}
 
     result = interpret(custom("sidewatch.route", value, BASE))
-    expected = [SignalFact(SignalKind.ROUTE, BASE, 1, None, "t1", "i1", "role:ops", delivered=True)]
+    expected = [
+        SignalFact(
+            kind=SignalKind.ROUTE,
+            at=BASE,
+            seq=1,
+            request_id=None,
+            thread_id="t1",
+            interrupt_id="i1",
+            approver_ref="role:ops",
+            delivered=True,
+        )
+    ]
 
     assert expected == [unkeyed(f) for f in result.facts]
 
@@ -673,7 +728,14 @@ def test_a_decision_event_keeps_what_the_person_did(word: str) -> None:
 
     result = interpret(custom("sidewatch.decision", value, BASE))
     expected = [
-        SignalFact(SignalKind.DECISION, BASE, 1, "req-1", code=Code(word), digest="sha256:seen")
+        SignalFact(
+            kind=SignalKind.DECISION,
+            at=BASE,
+            seq=1,
+            request_id="req-1",
+            code=Code(word),
+            digest="sha256:seen",
+        )
     ]
 
     assert expected == [unkeyed(f) for f in result.facts]
@@ -683,14 +745,24 @@ def test_an_action_event_carries_the_new_digest() -> None:
     value = {**REF, "actionDigest": "sha256:changed"}
 
     result = interpret(custom("sidewatch.action", value, BASE))
-    expected = [SignalFact(SignalKind.ACTION, BASE, 1, None, "t1", "i1", digest="sha256:changed")]
+    expected = [
+        SignalFact(
+            kind=SignalKind.ACTION,
+            at=BASE,
+            seq=1,
+            request_id=None,
+            thread_id="t1",
+            interrupt_id="i1",
+            digest="sha256:changed",
+        )
+    ]
 
     assert expected == [unkeyed(f) for f in result.facts]
 
 
 def test_a_receipt_event_names_its_wait() -> None:
     result = interpret(custom("sidewatch.receipt", {"requestId": "req-1"}, BASE))
-    expected = [SignalFact(SignalKind.RECEIPT, BASE, 1, "req-1")]
+    expected = [SignalFact(kind=SignalKind.RECEIPT, at=BASE, seq=1, request_id="req-1")]
 
     assert expected == [unkeyed(f) for f in result.facts]
 
@@ -707,7 +779,7 @@ def test_a_heartbeat_reports_the_resume_handle_only_when_it_has_the_key(
     value: dict[str, Any], handle: bool | None
 ) -> None:
     result = interpret(custom("sidewatch.heartbeat", value, BASE))
-    expected = [HeartbeatFact("t1", BASE, 1, None, handle)]
+    expected = [HeartbeatFact(thread_id="t1", at=BASE, seq=1, run_id=None, handle=handle)]
 
     assert expected == [unkeyed(f) for f in result.facts]
 
@@ -893,7 +965,16 @@ def test_an_interrupt_outcome_with_no_interrupts_is_a_finding_not_a_reject() -> 
     empty = run_finished("t1", "r1", BASE, outcome={"type": "interrupt", "interrupts": []})
 
     result = interpret(empty)
-    expected = [FindingFact("interrupt_outcome_empty", BASE, 1, "t1", "r1", None)]
+    expected = [
+        FindingFact(
+            rule="interrupt_outcome_empty",
+            at=BASE,
+            seq=1,
+            thread_id="t1",
+            run_id="r1",
+            interrupt_id=None,
+        )
+    ]
 
     assert ([], expected) == (result.rejects, of(FindingFact, result))
 

@@ -46,21 +46,39 @@ ints = st.one_of(
     st.integers(),
 )
 facts: st.SearchStrategy[Fact] = st.one_of(
-    st.builds(RunFact, texts, texts, st.sampled_from(RunMark), ints, ints),
-    st.builds(HeartbeatFact, texts, ints, ints, st.none() | texts, st.none(), texts),
+    st.builds(
+        RunFact, run_id=texts, thread_id=texts, mark=st.sampled_from(RunMark), at=ints, seq=ints
+    ),
+    st.builds(
+        HeartbeatFact,
+        thread_id=texts,
+        at=ints,
+        seq=ints,
+        run_id=st.none() | texts,
+        handle=st.none(),
+        key=texts,
+    ),
     st.builds(
         SignalFact,
-        st.sampled_from(SignalKind),
-        ints,
-        ints,
+        kind=st.sampled_from(SignalKind),
+        at=ints,
+        seq=ints,
         request_id=st.none() | texts,
         thread_id=st.none() | texts,
         interrupt_id=st.none() | texts,
         approver_ref=st.none() | texts,
         key=texts,
     ),
-    st.builds(InterruptFact, texts, texts, texts, ints, ints, reason=st.none() | texts),
-    st.builds(FindingFact, texts, ints, ints, st.none() | texts),
+    st.builds(
+        InterruptFact,
+        thread_id=texts,
+        run_id=texts,
+        interrupt_id=texts,
+        at=ints,
+        seq=ints,
+        reason=st.none() | texts,
+    ),
+    st.builds(FindingFact, rule=texts, at=ints, seq=ints, thread_id=st.none() | texts),
 )
 # A refusal names the error's class and its code, nothing else.
 REASON = re.compile(r"(OverflowError|UnicodeEncodeError|[A-Za-z]+Error)( [0-9A-Z_]{5,40})?")
@@ -99,7 +117,7 @@ def test_hostile_values_are_stored_or_refused_as_the_units_own(
 
 
 def _run(thread: str = "t", at: int = 0) -> RunFact:
-    return RunFact("r", thread, RunMark.STARTED, at, 0)
+    return RunFact(run_id="r", thread_id=thread, mark=RunMark.STARTED, at=at, seq=0)
 
 
 def _wide(seed: int) -> str:
@@ -117,7 +135,7 @@ KNOWN = [
     # each id fits its column, but together they are over a btree entry's 2,704 bytes: a
     # program limit, which psycopg raises as an OperationalError (its SQLSTATE decides)
     pytest.param(
-        InterruptFact(_wide(1), _wide(2), _wide(3), 0, 0),
+        InterruptFact(thread_id=_wide(1), run_id=_wide(2), interrupt_id=_wide(3), at=0, seq=0),
         "stored",
         "OperationalError 54000",
         id="index-row-too-large",
@@ -141,7 +159,10 @@ def test_what_each_store_refuses(store: Store, fact: Fact, sqlite: str, postgres
 def test_two_writers_of_the_same_facts_and_key_at_once_are_no_refusal(store: Store) -> None:
     # What replicas race on: the same JetStream unit (its key) and the same facts. The second
     # writer waits for the first one's commit, then finds them stored: never a refusal.
-    facts: list[Fact] = [_run("raced"), HeartbeatFact("raced", 1, 1, key="raced-beat")]
+    facts: list[Fact] = [
+        _run("raced"),
+        HeartbeatFact(thread_id="raced", at=1, seq=1, key="raced-beat"),
+    ]
     first_wrote, outcomes = threading.Event(), dict[str, str]()
 
     def write(name: str, key: str | None) -> None:
