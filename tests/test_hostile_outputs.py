@@ -26,7 +26,7 @@ from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.core.text import AT, label, safe
 from sidewatch.daemon.reports import render
 from sidewatch.daemon.serve import LOG_MESSAGE_LIMIT, JsonLogs
-from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
+from sidewatch.exporters.alertmanager import NO_ID, AlertmanagerPush, ProblemWait
 from sidewatch.report.verdicts import audit_table, verdict_json
 
 SEED: dict[str, Any] = json.loads(
@@ -248,7 +248,7 @@ def test_alertmanager_labels_are_clean_capped_unique_and_the_summary_is_inert(
         tokens = MD.parse(summary)
         assert ["paragraph_open", "inline", "paragraph_close"] == [t.type for t in tokens]
         assert {"text"} == {t.type for t in tokens[1].children or []}
-        shown = label(wait.request_id).strip().replace("@", AT)
+        shown = label(wait.request_id).strip().replace("@", AT) or NO_ID
         assert f"{shown} is STALE" == tokens[1].children[0].content  # type: ignore[index]
         assert "@" not in summary and "<" not in summary
         for text in json.loads(alert["annotations"]["evidence"]).values():

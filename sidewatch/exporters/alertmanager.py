@@ -27,6 +27,7 @@ from typing import Any
 from sidewatch.core.text import label, md_text, safe
 
 log = logging.getLogger("sidewatch.alertmanager")
+NO_ID = "a wait whose requestId is blank"  # the summary of an id with nothing to show
 
 SEVERITY = {
     "STUCK_AFTER_DECISION": "page",
@@ -161,7 +162,7 @@ class AlertmanagerPush:
                 "severity": SEVERITY[p.state],
             },
             "annotations": {
-                "summary": f"{md_text(label(p.request_id), SUMMARY_LIMIT)} is {p.state}",
+                "summary": f"{md_text(label(p.request_id), SUMMARY_LIMIT) or NO_ID} is {p.state}",
                 "nextMove": p.next_move,
                 "evidence": _clean_json(p.evidence),
                 "thresholds": p.thresholds,
