@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import nats
@@ -28,7 +28,8 @@ from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.daemon.test_e2e import Server, _stop, _wait_for
 from tests.daemon.test_e2e import _start as _serve
-from tests.daemon.test_store_refusals import LEAKS, POISON, refusing_thread
+from tests.daemon.test_store_refusals import LEAKS, POISON
+from tests.storefaults import refusing_thread
 
 NATS_URL = "nats://127.0.0.1:4222"
 SECRET = "s3cret-tool-argument-7f1d"  # must never reach the logs
@@ -151,6 +152,33 @@ def _settled(stream: Stream) -> bool:
     return info.num_pending == 0 and info.num_ack_pending == 0
 
 
+class Consumed(NamedTuple):
+    """What a daemon left after consuming a stream until nothing was pending."""
+
+    ingested: bool
+    settled: bool
+    units: list[tuple[str, int, int, int]]
+    info: Any
+    metrics: str
+    log: str
+
+
+def _consume_three(tmp: Path, stream: Stream, db_url: str) -> Consumed:
+    """Serve until three units are stored and the stream is settled, then past `ackWait` (a
+    terminated message is never redelivered), and stop."""
+    server = _start(tmp, stream, db_url, ack_wait="1s")
+    try:
+        ingested = _wait_for(lambda: len(_units(server.db_url)) >= 3)
+        settled = _wait_for(lambda: _settled(stream))
+        time.sleep(2)
+        units = _units(server.db_url)
+        info = _consumer(stream)
+        metrics = httpx.get(f"{server.url}/metrics").text
+    finally:
+        _stop(server)
+    return Consumed(ingested, settled, units, info, metrics, server.log.read_text())
+
+
 def test_messages_published_while_sidewatch_is_down_are_each_ingested_exactly_once(
     tmp_path: Path, stream: Stream, db_url: str
 ) -> None:
@@ -270,17 +298,7 @@ def test_an_unreadable_message_is_terminated_and_does_not_block_the_others(
         _message(1),
     )
 
-    server = _start(tmp_path, stream, db_url, ack_wait="1s")
-    try:
-        ingested = _wait_for(lambda: len(_units(server.db_url)) >= 3)
-        settled = _wait_for(lambda: _settled(stream))
-        time.sleep(2)  # past ackWait: a terminated message is never redelivered
-        units = _units(server.db_url)
-        info = _consumer(stream)
-        metrics = httpx.get(f"{server.url}/metrics").text
-    finally:
-        _stop(server)
-    log = server.log.read_text()
+    ingested, settled, units, info, metrics, log = _consume_three(tmp_path, stream, db_url)
 
     assert (ingested, settled) == (True, True)
     assert [(2, 0), (2, 1), (2, 0)] == [(u[2], u[3]) for u in units]
@@ -353,17 +371,7 @@ def test_a_message_the_store_refuses_is_terminated_and_the_ones_behind_it_land(
     _publish(stream, _message(0), poison, _message(1), _message(2))
 
     with refusing_thread(db_url, POISON):
-        server = _start(tmp_path, stream, db_url, ack_wait="1s")
-        try:
-            ingested = _wait_for(lambda: len(_units(server.db_url)) >= 3)
-            settled = _wait_for(lambda: _settled(stream))
-            time.sleep(2)  # past ackWait: a terminated message is never redelivered
-            units = _units(server.db_url)
-            info = _consumer(stream)
-            metrics = httpx.get(f"{server.url}/metrics").text
-        finally:
-            _stop(server)
-    log = server.log.read_text()
+        ingested, settled, units, info, metrics, log = _consume_three(tmp_path, stream, db_url)
 
     assert (ingested, settled) == (True, True)
     assert 3 == len(units)
