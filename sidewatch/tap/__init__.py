@@ -75,21 +75,20 @@ class TapMiddleware:
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
+        held: list[Message] = []  # a message that ended the body early (a disconnect)
         size, more, complete = 0, True, True
         while more:  # only the first `max_input_bytes` are held: the rest streams through
             message = await receive()
-            chunks.append(message.get("body", b"") if message["type"] == "http.request" else b"")
             if message["type"] != "http.request":
-                held: list[Message] = [message]
+                held.append(message)
                 complete = False
                 break
+            chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             more = message.get("more_body", False)
             if more and size > self.max_input_bytes:
                 complete = False
                 break
-        else:
-            held = []
         body = b"".join(chunks)
         replayed = False
 
