@@ -1,0 +1,223 @@
+"""`sidewatch.tap`: mirror an AG-UI endpoint's traffic to sidewatch, from inside the agent.
+
+One line in a FastAPI (or any ASGI) AG-UI app:
+
+    app.add_middleware(TapMiddleware, url="http://127.0.0.1:9477/v1/events")
+
+or, around an async iterator of AG-UI events: `async for e in tap_events(events, tap, input)`.
+
+The tap mirrors only AG-UI responses (`text/event-stream` or NDJSON, or the configured
+`paths`), and of those only what sidewatch reads (`sidewatch.tap.reduce`): run and tool-call
+events without content, interrupts, evidence, and each run's ids and answers. It adds
+`threadId` and `runId` to every event and sends NDJSON batches from a bounded queue on a
+background thread (`sidewatch.tap.sender`), retrying while sidewatch is away. It never raises
+into, blocks or fails the agent's request. Standard library only, in its own distribution
+(`sidewatch-tap`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+from sidewatch.tap.reduce import skipped_by_head
+from sidewatch.tap.sender import Tap
+from sidewatch.tap.sse import Framer
+
+__all__ = ["Tap", "TapMiddleware", "tap_events"]
+
+log = logging.getLogger("sidewatch.tap")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/jsonl", "application/ndjson"})
+MAX_INPUT_BYTES = 4 << 20  # a RunAgentInput past this is passed on without being mirrored
+MAX_EVENT_BYTES = 1 << 20  # the bytes held per response: an event past this is not mirrored
+
+
+class TapMiddleware:
+    """ASGI middleware: mirrors the AG-UI endpoints of an app (POSTs answered with SSE or
+    NDJSON, and POSTs to `paths`) to sidewatch."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        url: str | None = None,
+        token: str | None = None,
+        path: str | None = None,
+        paths: Iterable[str] = (),
+        tap: Tap | None = None,
+        max_input_bytes: int = MAX_INPUT_BYTES,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
+        if tap is None and url is None:
+            raise ValueError("TapMiddleware needs the sidewatch url (or a Tap)")
+        self.app = app
+        self.paths = frozenset((*paths, *((path,) if path else ())))
+        self.max_input_bytes = max_input_bytes
+        self.max_event_bytes = max_event_bytes
+        self.tap = tap or Tap(str(url), token)
+        self.unmirrored = 0  # requests too large, or not JSON, whose input was not mirrored
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "lifespan":
+            await self.app(scope, self._on_shutdown(receive), send)
+            return
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        held: list[Message] = []  # a message that ended the body early (a disconnect)
+        size, more, complete = 0, True, True
+        while more:  # only the first `max_input_bytes` are held: the rest streams through
+            message = await receive()
+            if message["type"] != "http.request":
+                held.append(message)
+                complete = False
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if more and size > self.max_input_bytes:
+                complete = False
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": not complete}
+            if held:
+                return held.pop()
+            return await receive()
+
+        mirror: _StreamMirror | None = None
+
+        async def tee(message: Message) -> None:
+            nonlocal mirror
+            try:
+                if message.get("type") == "http.response.start":
+                    mirror = self._mirror(scope, message, body if complete else None)
+                elif mirror is not None and message.get("type") == "http.response.body":
+                    mirror.feed(message.get("body", b""))
+            except Exception:  # the tap never fails the agent
+                log.exception("sidewatch tap: could not mirror a response")
+                mirror = None
+            await send(message)
+
+        try:
+            await self.app(scope, replay, tee)
+        finally:
+            if mirror is not None:
+                mirror.close()
+
+    def _mirror(self, scope: Scope, start: Message, body: bytes | None) -> _StreamMirror | None:
+        """A mirror for an AG-UI response, None for any other."""
+        status = start.get("status", 200)
+        kind = b""
+        for name, value in start.get("headers") or ():
+            if name.lower() == b"content-type":
+                kind = value.split(b";")[0].strip().lower()
+        sse = kind == b"text/event-stream"
+        agui = sse or kind.decode("latin-1") in NDJSON_TYPES or scope.get("path") in self.paths
+        if not agui or not 200 <= status < 300:
+            return None
+        ids: tuple[str | None, str | None] = (None, None)
+        if body is None:
+            self.unmirrored += 1
+        else:
+            ids = self._record_input(body)
+        return _StreamMirror(self.tap, ids, Framer(sse=sse, limit=self.max_event_bytes))
+
+    def _record_input(self, body: bytes) -> tuple[str | None, str | None]:
+        try:
+            value = json.loads(body)
+        except Exception:  # not JSON, or nested past the recursion limit: not an AG-UI input
+            self.unmirrored += 1
+            return None, None
+        if not isinstance(value, dict):
+            return None, None
+        thread, run = value.get("threadId"), value.get("runId")
+        if isinstance(thread, str) and isinstance(run, str) and "messages" in value:
+            self.tap.record(value, None, None)
+            return thread, run
+        return None, None
+
+    def _on_shutdown(self, receive: Receive) -> Receive:
+        """The app's lifespan `receive`, flushing the tap (off the loop) at shutdown."""
+
+        async def wrapped() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(self.tap.close)
+            return message
+
+        return wrapped
+
+
+class _StreamMirror:
+    """Cuts a streamed response into events for the tap; never parses one it would not send."""
+
+    def __init__(self, tap: Tap, ids: tuple[str | None, str | None], framer: Framer) -> None:
+        self.tap = tap
+        self.thread, self.run = ids
+        self.framer = framer
+
+    def feed(self, chunk: bytes) -> None:
+        self._events(self.framer.feed(chunk))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._events(self.framer.close())
+
+    def _events(self, items: list[tuple[int, bytes]]) -> None:
+        for _, data in items:
+            if skipped_by_head(data):
+                continue
+            try:
+                event = json.loads(data)
+            except Exception:  # noqa: S112  (not JSON, or nested past the recursion limit)
+                continue
+            if isinstance(event, dict):
+                if event.get("type") == "RUN_STARTED":
+                    self.thread = event.get("threadId", self.thread)
+                    self.run = event.get("runId", self.run)
+                self.tap.record(event, self.thread, self.run)
+
+
+async def tap_events(
+    events: AsyncIterator[Any], tap: Tap, run_input: Any = None
+) -> AsyncIterator[Any]:
+    """Yield `events` unchanged, mirroring each (pydantic models or dicts) to the tap."""
+    thread = run = None
+    if run_input is not None:
+        with contextlib.suppress(Exception):
+            data = _plain(run_input)
+            thread, run = data.get("threadId"), data.get("runId")
+            tap.record(data, None, None)
+    async for event in events:
+        with contextlib.suppress(Exception):
+            tap.record(_plain(event), thread, run)
+        yield event
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        result = dump(by_alias=True, exclude_none=True, mode="json")
+        if isinstance(result, dict):
+            return result
+    return {}
