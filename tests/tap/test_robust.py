@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 import tracemalloc
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -105,12 +106,13 @@ def test_crlf_and_lone_cr_frames_are_events_even_cut_between_chunks() -> None:
 
 def test_crlf_sse_from_the_app_reaches_the_tap(sink: _Sink) -> None:
     tap = Tap(sink.url, flush_seconds=0.05)
-    app = TapMiddleware(_sse_app([b"data: " + json.dumps(RUN).encode() + b"\r\n\r\n"]), tap=tap)
+    frames = [b"data: " + json.dumps({**RUN, "runId": r}).encode() + b"\r\n\r\n" for r in "ab"]
+    app = TapMiddleware(_sse_app(frames), tap=tap)
 
     _call(app, b"{}")
     tap.close()
 
-    assert [RUN] == sink.events()
+    assert [{**RUN, "runId": "a"}, {**RUN, "runId": "b"}] == sink.events()
 
 
 def test_a_frameless_20_mib_response_is_held_within_the_bound_in_linear_work() -> None:
@@ -127,6 +129,20 @@ def test_a_frameless_20_mib_response_is_held_within_the_bound_in_linear_work() -
     assert peak < 3 << 20  # the old `buffer += chunk` held (and re-copied) all 20 MiB
     assert framer.copied <= 2 << 20  # bytes joined: at most one copy of what the bound holds
     assert ([b'{"ok":1}'], 1) == ([d for _, d in after], framer.oversized)
+
+
+def test_a_frameless_20_mib_response_through_the_middleware_is_not_held(sink: _Sink) -> None:
+    tap = Tap(sink.url, flush_seconds=0.05)
+    chunk = b"data: " + b"x" * (64 << 10)
+    app = TapMiddleware(_sse_app([chunk] * 320), tap=tap)  # one object: no allocation
+    tracemalloc.start()
+    got = _call(app, b"{}")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    tap.close()
+
+    assert 322 == len(got)  # the client got every chunk
+    assert peak < 4 << 20  # the old tap held all 20 MiB (and re-copied it per chunk)
 
 
 def test_an_oversized_ndjson_line_is_dropped_and_the_next_line_read() -> None:
@@ -241,6 +257,7 @@ def test_lifespan_shutdown_flushes_the_tap(sink: _Sink) -> None:
 def test_the_environment_proxy_is_not_used_for_the_daemon(
     sink: _Sink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(urllib.request, "_opener", None)  # urlopen's cached opener read no env
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens: a proxy fails
     monkeypatch.setenv("no_proxy", "")
     monkeypatch.setenv("NO_PROXY", "")
