@@ -24,7 +24,7 @@ class Framer:
         self.sse = sse
         self.limit = limit
         self.oversized = 0  # events or lines dropped for being longer than `limit`
-        self.copied = 0  # bytes copied while joining pieces: the work beyond one scan
+        self.copied = 0  # bytes copied joining a line's pieces: the work beyond one scan
         self._pieces: list[bytes] = []  # the current partial line
         self._held = 0  # bytes in `_pieces` and `_data`
         self._skipping = False  # inside an oversized event or line: drop until it ends
@@ -101,25 +101,24 @@ class Framer:
                     out.append((n, line))
             self._line = n
             return out
-        data, limit = self._data, self.limit
+        data, limit, skipping = self._data, self.limit, self._skipping
         for line in lines:
             n += 1
-            if not line:
+            if line[:5] == b"data:":
+                value = line[6:] if line[5:6] == b" " else line[5:]
+            elif not line:
                 if data:
                     out.append((self._first, b"\n".join(data)))
-                    self.copied += sum(map(len, data))
                     data.clear()
                     self._held = 0
-                self._skipping = False
+                skipping = False
                 continue
-            if self._skipping or not line.startswith(b"data"):
-                continue  # event:, id:, retry: and comments carry nothing sidewatch needs
-            if line[4:5] == b":":
-                value = line[6:] if line[5:6] == b" " else line[5:]
-            elif len(line) == 4:
+            elif line == b"data":
                 value = b""  # a bare `data` field: an empty data line
             else:
-                continue  # a field named `data…`, not `data`
+                continue  # event:, id:, retry: and comments carry nothing sidewatch needs
+            if skipping:
+                continue
             if not data:
                 self._first = n
             data.append(value)
@@ -127,7 +126,8 @@ class Framer:
                 self._held += len(value)
                 if self._held > limit:
                     self._drop()
-                    data = self._data
+                    data, skipping = self._data, True
+        self._skipping = skipping
         self._line = n
         return out
 
