@@ -4,6 +4,7 @@ brings `sidewatch.tap` and none of the daemon's dependencies, and the tap works 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,11 +27,19 @@ print(tap.sent + tap.dropped)
 
 def test_the_tap_distribution_installs_without_the_daemons_dependencies(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # not this source tree
+    source = tmp_path / "src"  # a copy: pip builds in the source tree, which stays clean
+    source.mkdir()
+    shutil.copy(ROOT / "tap" / "pyproject.toml", source / "pyproject.toml")
+    shutil.copytree(
+        ROOT / "tap" / "sidewatch" / "tap",
+        source / "sidewatch" / "tap",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     venv = tmp_path / "agent"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", str(ROOT / "tap")],
+        [str(python), "-m", "pip", "install", "-q", str(source)],
         check=True,
         capture_output=True,
         env=env,
