@@ -129,6 +129,10 @@ def test_no_sentinel_leaves_the_agent_process(sidewatch: Server) -> None:  # noq
     assert (
         "accept" == _wait(sidewatch, f"{thread}/{interrupt_id}", "RESUMED")["evidence"]["decision"]
     )
+    inputs = [e for e in map(json.loads, sink.lines) if "type" not in e]
+    assert [
+        {"id": "t2", "role": "tool", "toolCallId": "cfm", "content": '{"confirmed": true}'}
+    ] == (inputs[0]["messages"])  # an ADK answer is what identifies it, and no more
     kinds = {json.loads(line).get("type", "input") for line in sink.lines}
     assert {"RAW", "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT", "TEXT_MESSAGE_CONTENT"}.isdisjoint(kinds)
     assert {"input", "RUN_STARTED", "CUSTOM", "TOOL_CALL_RESULT", "RUN_ERROR"} <= kinds
