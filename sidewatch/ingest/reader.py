@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from sidewatch.errors import InputError, TooLarge
+from sidewatch.tap.sse import sse_items  # the tap's framing: one SSE parser for both
 
 Line = tuple[int, bytes | Any]  # (line number, raw bytes or an already-parsed value)
 
@@ -87,7 +88,7 @@ def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:
         body = gunzip(body)
     head = body.lstrip()[:8]
     if media_type == "text/event-stream" or (media_type is None and head.startswith(_SSE_FIELDS)):
-        yield from _sse(body)
+        yield from sse_items(body)
     elif head.startswith(b"["):
         try:
             value = orjson.loads(body)
@@ -104,26 +105,6 @@ def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:
             except orjson.JSONDecodeError:
                 pass  # NDJSON after all
         yield from enumerate(body.split(b"\n"), start=1)
-
-
-def _sse(body: bytes) -> Iterator[Line]:
-    data: list[bytes] = []
-    first = 0
-    for n, raw in enumerate(body.split(b"\n"), start=1):
-        line = raw.rstrip(b"\r")
-        if not line:
-            if data:
-                yield first, b"\n".join(data)
-                data = []
-            continue
-        if line.startswith(b"data:"):
-            if not data:
-                first = n
-            chunk = line[5:]
-            data.append(chunk[1:] if chunk.startswith(b" ") else chunk)
-        # event:, id:, retry: and comments carry nothing sidewatch needs
-    if data:
-        yield first, b"\n".join(data)
 
 
 def read_file(path: str) -> bytes:

@@ -6,29 +6,31 @@ One line in a FastAPI (or any ASGI) AG-UI app:
 
 or, around an async iterator of AG-UI events: `async for e in tap_events(events, tap, input)`.
 
-The tap copies each run's `RunAgentInput` and the events the endpoint streams, adds `threadId`
-and `runId` to every event, and sends them in NDJSON batches from a bounded queue on a
-background thread. It never slows or fails the agent: when the queue is full or sidewatch is
-away, lines are dropped and counted (`Tap.dropped`). Model output (text and reasoning deltas),
-which sidewatch does not need, is not sent. Standard library only.
+The tap mirrors only AG-UI responses (`text/event-stream` or NDJSON, or the configured
+`paths`), and of those only what sidewatch reads (`sidewatch.tap.reduce`): run and tool-call
+events without content, interrupts, evidence, and each run's ids and answers. It adds
+`threadId` and `runId` to every event and sends NDJSON batches from a bounded queue on a
+background thread (`sidewatch.tap.sender`), retrying while sidewatch is away. It never raises
+into, blocks or fails the agent's request. Standard library only, in its own distribution
+(`sidewatch-tap`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import gzip
 import json
 import logging
-import queue
-import threading
-import time
-import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-log = logging.getLogger("sidewatch.tap")
+from sidewatch.tap.reduce import skipped_by_head
+from sidewatch.tap.sender import Tap
+from sidewatch.tap.sse import Framer
 
-SKIPPED_PREFIXES = ("TEXT_MESSAGE_", "REASONING_", "THINKING_")
+__all__ = ["Tap", "TapMiddleware", "tap_events"]
+
+log = logging.getLogger("sidewatch.tap")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -36,100 +38,14 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-
-class Tap:
-    """The queue and the sender thread. Thread-safe; `record` never blocks."""
-
-    def __init__(
-        self,
-        url: str,
-        token: str | None = None,
-        batch_lines: int = 500,
-        flush_seconds: float = 1.0,
-        queue_lines: int = 10_000,
-        timeout_seconds: float = 5.0,
-    ) -> None:
-        self.url = url
-        self.token = token
-        self.batch_lines = batch_lines
-        self.flush_seconds = flush_seconds
-        self.timeout_seconds = timeout_seconds
-        self.sent = 0  # lines sidewatch acknowledged
-        self.dropped = 0  # lines lost: queue full, or sidewatch unreachable
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=queue_lines)
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="sidewatch-tap", daemon=True)
-        self._thread.start()
-
-    def record(self, event: dict[str, Any], thread_id: str | None, run_id: str | None) -> None:
-        """Queue one event (or a RunAgentInput) with its run's ids; drop it if full."""
-        kind = event.get("type")
-        if isinstance(kind, str) and kind.startswith(SKIPPED_PREFIXES):
-            return
-        if thread_id is not None and run_id is not None and "type" in event:
-            event = {
-                **event,
-                "threadId": event.get("threadId", thread_id),
-                "runId": event.get("runId", run_id),
-            }
-        try:
-            line = json.dumps(event, separators=(",", ":"), default=str).encode()
-            self._queue.put_nowait(line)
-        except queue.Full:
-            self._count_dropped(1)
-        except (TypeError, ValueError):
-            self._count_dropped(1)  # not JSON-able: never the agent's problem
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Send what is queued (within `timeout`) and stop the sender."""
-        with contextlib.suppress(queue.Full):
-            self._queue.put(None, timeout=timeout)
-        self._thread.join(timeout)
-
-    def _count_dropped(self, n: int) -> None:
-        with self._lock:
-            self.dropped += n
-
-    def _run(self) -> None:
-        batch: list[bytes] = []
-        deadline = time.monotonic() + self.flush_seconds
-        while True:
-            try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                item = b""
-            if item is None:
-                self._send(batch)
-                return
-            if item:
-                batch.append(item)
-            if len(batch) >= self.batch_lines or (batch and time.monotonic() >= deadline):
-                self._send(batch)
-                batch = []
-            if time.monotonic() >= deadline:
-                deadline = time.monotonic() + self.flush_seconds
-
-    def _send(self, batch: list[bytes]) -> None:
-        if not batch:
-            return
-        body = gzip.compress(b"\n".join(batch) + b"\n")
-        headers = {"Content-Type": "application/x-ndjson", "Content-Encoding": "gzip"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as answer:  # noqa: S310
-                answer.read()
-            with self._lock:
-                self.sent += len(batch)
-        except Exception as e:  # sidewatch away or refusing: the agent goes on regardless
-            log.warning("sidewatch tap: %d lines dropped: %s", len(batch), e)
-            self._count_dropped(len(batch))
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/jsonl", "application/ndjson"})
+MAX_INPUT_BYTES = 4 << 20  # a RunAgentInput past this is passed on without being mirrored
+MAX_EVENT_BYTES = 1 << 20  # the bytes held per response: an event past this is not mirrored
 
 
 class TapMiddleware:
-    """ASGI middleware: mirrors every POST to `path` (an AG-UI endpoint: RunAgentInput in,
-    events out as SSE or NDJSON) to sidewatch."""
+    """ASGI middleware: mirrors the AG-UI endpoints of an app (POSTs answered with SSE or
+    NDJSON, and POSTs to `paths`) to sidewatch."""
 
     def __init__(
         self,
@@ -137,54 +53,97 @@ class TapMiddleware:
         url: str | None = None,
         token: str | None = None,
         path: str | None = None,
+        paths: Iterable[str] = (),
         tap: Tap | None = None,
+        max_input_bytes: int = MAX_INPUT_BYTES,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         if tap is None and url is None:
             raise ValueError("TapMiddleware needs the sidewatch url (or a Tap)")
         self.app = app
-        self.path = path
+        self.paths = frozenset((*paths, *((path,) if path else ())))
+        self.max_input_bytes = max_input_bytes
+        self.max_event_bytes = max_event_bytes
         self.tap = tap or Tap(str(url), token)
+        self.unmirrored = 0  # requests too large, or not JSON, whose input was not mirrored
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope.get("type") != "http"
-            or scope.get("method") != "POST"
-            or (self.path is not None and scope.get("path") != self.path)
-        ):
+        if scope.get("type") == "lifespan":
+            await self.app(scope, self._on_shutdown(receive), send)
+            return
+        if scope.get("type") != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
-        more = True
-        while more:
+        held: list[Message] = []  # a message that ended the body early (a disconnect)
+        size, more, complete = 0, True, True
+        while more:  # only the first `max_input_bytes` are held: the rest streams through
             message = await receive()
             if message["type"] != "http.request":
+                held.append(message)
+                complete = False
                 break
             chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
             more = message.get("more_body", False)
+            if more and size > self.max_input_bytes:
+                complete = False
+                break
         body = b"".join(chunks)
-        ids = self._record_input(body)
-        mirror = _StreamMirror(self.tap, ids)
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": not complete}
+            if held:
+                return held.pop()
             return await receive()
 
+        mirror: _StreamMirror | None = None
+
         async def tee(message: Message) -> None:
-            if message.get("type") == "http.response.body":
-                mirror.feed(message.get("body", b""))
+            nonlocal mirror
+            try:
+                if message.get("type") == "http.response.start":
+                    mirror = self._mirror(scope, message, body if complete else None)
+                elif mirror is not None and message.get("type") == "http.response.body":
+                    mirror.feed(message.get("body", b""))
+            except Exception:  # the tap never fails the agent
+                log.exception("sidewatch tap: could not mirror a response")
+                mirror = None
             await send(message)
 
-        await self.app(scope, replay, tee)
-        mirror.feed(b"\n\n")  # a last frame without its blank line
+        try:
+            await self.app(scope, replay, tee)
+        finally:
+            if mirror is not None:
+                mirror.close()
+
+    def _mirror(self, scope: Scope, start: Message, body: bytes | None) -> _StreamMirror | None:
+        """A mirror for an AG-UI response, None for any other."""
+        status = start.get("status", 200)
+        kind = b""
+        for name, value in start.get("headers") or ():
+            if name.lower() == b"content-type":
+                kind = value.split(b";")[0].strip().lower()
+        sse = kind == b"text/event-stream"
+        agui = sse or kind.decode("latin-1") in NDJSON_TYPES or scope.get("path") in self.paths
+        if not agui or not 200 <= status < 300:
+            return None
+        ids: tuple[str | None, str | None] = (None, None)
+        if body is None:
+            self.unmirrored += 1
+        else:
+            ids = self._record_input(body)
+        return _StreamMirror(self.tap, ids, Framer(sse=sse, limit=self.max_event_bytes))
 
     def _record_input(self, body: bytes) -> tuple[str | None, str | None]:
         try:
             value = json.loads(body)
-        except ValueError:
+        except Exception:  # not JSON, or nested past the recursion limit: not an AG-UI input
+            self.unmirrored += 1
             return None, None
         if not isinstance(value, dict):
             return None, None
@@ -194,37 +153,41 @@ class TapMiddleware:
             return thread, run
         return None, None
 
+    def _on_shutdown(self, receive: Receive) -> Receive:
+        """The app's lifespan `receive`, flushing the tap (off the loop) at shutdown."""
+
+        async def wrapped() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(self.tap.close)
+            return message
+
+        return wrapped
+
 
 class _StreamMirror:
-    """Cuts a streamed response (SSE `data:` frames or NDJSON) into events for the tap."""
+    """Cuts a streamed response into events for the tap; never parses one it would not send."""
 
-    def __init__(self, tap: Tap, ids: tuple[str | None, str | None]) -> None:
+    def __init__(self, tap: Tap, ids: tuple[str | None, str | None], framer: Framer) -> None:
         self.tap = tap
         self.thread, self.run = ids
-        self.buffer = b""
+        self.framer = framer
 
     def feed(self, chunk: bytes) -> None:
-        try:
-            self.buffer += chunk
-            while True:
-                cut = self.buffer.find(b"\n\n")
-                if cut < 0:
-                    break
-                frame, self.buffer = self.buffer[:cut], self.buffer[cut + 2 :]
-                self._frame(frame)
-        except Exception:  # the tap never fails the agent
-            log.exception("sidewatch tap: could not read a frame")
+        self._events(self.framer.feed(chunk))
 
-    def _frame(self, frame: bytes) -> None:
-        data = [line[5:].strip() for line in frame.split(b"\n") if line.startswith(b"data:")]
-        lines = [b"\n".join(data)] if data else frame.split(b"\n")
-        for raw in lines:
-            text = raw.strip()
-            if not text:
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._events(self.framer.close())
+
+    def _events(self, items: list[tuple[int, bytes]]) -> None:
+        for _, data in items:
+            if skipped_by_head(data):
                 continue
             try:
-                event = json.loads(text)
-            except ValueError:
+                event = json.loads(data)
+            except Exception:  # noqa: S112  (not JSON, or nested past the recursion limit)
                 continue
             if isinstance(event, dict):
                 if event.get("type") == "RUN_STARTED":
@@ -239,9 +202,10 @@ async def tap_events(
     """Yield `events` unchanged, mirroring each (pydantic models or dicts) to the tap."""
     thread = run = None
     if run_input is not None:
-        data = _plain(run_input)
-        thread, run = data.get("threadId"), data.get("runId")
-        tap.record(data, None, None)
+        with contextlib.suppress(Exception):
+            data = _plain(run_input)
+            thread, run = data.get("threadId"), data.get("runId")
+            tap.record(data, None, None)
     async for event in events:
         with contextlib.suppress(Exception):
             tap.record(_plain(event), thread, run)

@@ -26,7 +26,7 @@ FORBIDDEN_IN_CORE = {
 # Which sidewatch packages each layer may import (config and errors are allowed everywhere).
 ALLOWED = {
     "core": {"core"},
-    "ingest": {"ingest", "core"},
+    "ingest": {"ingest", "core", "tap"},  # tap.sse: the SSE framing the tap ships
     "store": {"store", "core"},
     "exporters": {"exporters", "core"},
     "report": {"report", "core"},

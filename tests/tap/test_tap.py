@@ -24,6 +24,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from sidewatch.tap import Tap, TapMiddleware, tap_events
+from tests.daemon import test_e2e
 from tests.daemon.test_e2e import Server, _start, _stop
 
 
@@ -228,3 +229,60 @@ def test_the_async_iterator_wrapper_yields_every_event_unchanged(sidewatch: Serv
 
     assert events == got
     assert "r1" == _wait(sidewatch, f"{thread}/i1")["runId"]
+
+
+def test_a_daemon_down_across_retries_loses_no_line(
+    tmp_path_factory: pytest.TempPathFactory, module_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon is stopped while the agent streams, and started again on the same port and
+    store after several retries: every line arrives."""
+    port = _free_port()
+    monkeypatch.setattr(test_e2e, "_free_port", lambda: port)
+    tmp = tmp_path_factory.mktemp("restart")
+    daemon = _start(tmp, module_db_url)
+    thread = f"tap-{uuid.uuid4().hex[:8]}"
+    events = [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "deploy"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"env": "prod"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": "r1",
+            "outcome": {
+                "type": "interrupt",
+                "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}],
+            },
+        },
+    ]
+    tap = Tap(
+        f"{daemon.url}/v1/events",
+        flush_seconds=0.1,
+        retry_base_seconds=0.2,
+        retry_max_seconds=1.0,
+    )
+    try:
+        _stop(daemon)
+        with _Serve(TapMiddleware(_sse_app(events), tap=tap)) as agent:
+            answer = httpx.post(
+                f"{agent}/agent", json={"threadId": thread, "runId": "r1", "messages": []}
+            )
+        deadline = time.monotonic() + 30
+        while tap.retries < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        retried = tap.retries
+        daemon = _start(tmp, module_db_url)
+        assert tap.flush(timeout=30)
+    finally:
+        tap.close()
+        _stop(daemon)
+        daemon = _start(tmp, module_db_url)  # read back by a fresh process: it was stored
+
+    try:
+        wait = _wait(daemon, f"{thread}/i1")
+    finally:
+        _stop(daemon)
+    assert 200 == answer.status_code
+    assert retried >= 4
+    assert ("deploy", 6, 0) == (wait["action"], tap.sent, tap.dropped)

@@ -1,0 +1,66 @@
+"""The tap installs into an agent's environment alone: `pip install ./tap` in a fresh venv
+brings `sidewatch.tap` and none of the daemon's dependencies, and the tap works there."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = """
+import importlib.util, sidewatch.tap
+from sidewatch.tap import Tap, TapMiddleware, tap_events
+daemon_deps = ["sqlalchemy", "sqlmodel", "alembic", "uvicorn", "starlette", "opentelemetry",
+               "apscheduler", "prometheus_client", "orjson", "pydantic", "yaml", "click"]
+print(sorted(m for m in daemon_deps if importlib.util.find_spec(m)))
+print(importlib.util.find_spec("sidewatch.daemon") is None)
+print("site-packages" in sidewatch.tap.__file__)
+tap = Tap("http://127.0.0.1:9/v1/events", retry_base_seconds=0.01)
+tap.record({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}, None, None)
+tap.close(timeout=0.5)
+print(tap.sent + tap.dropped)
+"""
+
+
+def test_the_tap_distribution_installs_without_the_daemons_dependencies(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # not this source tree
+    source = tmp_path / "src"  # a copy: pip builds in the source tree, which stays clean
+    source.mkdir()
+    shutil.copy(ROOT / "tap" / "pyproject.toml", source / "pyproject.toml")
+    shutil.copytree(
+        ROOT / "tap" / "sidewatch" / "tap",
+        source / "sidewatch" / "tap",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    venv = tmp_path / "agent"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", str(source)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    out = subprocess.run(
+        [str(python), "-c", SMOKE],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    ).stdout.split()
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+
+    assert ["[]", "True", "True", "1"] == out
+    assert {"sidewatch-tap", "pip", "setuptools"} >= {
+        line.split("==")[0].lower() for line in listed.split()
+    }
