@@ -7,13 +7,15 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Callable
+from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
-from tests.daemon.test_http import NDJSON, make_daemon, ndjson, requested  # noqa: F401
+from tests.daemon.test_http import NDJSON, ndjson, requested
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -32,7 +34,7 @@ def curls() -> list[tuple[str, dict[str, str], bytes]]:
         words = shlex.split(line)
         headers = dict(
             tuple(h.split(": ", 1))  # type: ignore[misc]
-            for flag, h in zip(words, words[1:], strict=False)
+            for flag, h in pairwise(words)
             if flag == "-H"
         )
         url = next(w for w in words if w.startswith("http"))
@@ -54,22 +56,13 @@ def test_each_piece_of_evidence_has_a_curl_line_with_a_complete_event() -> None:
         assert {"Content-Type": "application/json"} == headers
 
 
-def test_the_readme_curl_bodies_are_accepted_and_leave_nothing_missing(
-    make_daemon: Callable[..., Daemon],
-) -> None:
-    daemon = make_daemon()
-    client = TestClient(daemon.app)
-    now = int(time.time() * 1000)
-    run = requested("thread-1", "int-1", "deploy_service", now - 60_000, now + 3_600_000, False)
-    run[-1]["outcome"]["interrupts"][0].pop("metadata", None)  # no handle but the heartbeat's
-    assert 200 == client.post("/v1/events", content=ndjson(run), headers=NDJSON).status_code
-    answers = []
-    for _, headers, body in curls():
-        r = client.post("/v1/events", content=body, headers=headers)
-        answers.append((r.status_code, r.json()["accepted"], r.json()["rejected"]))
-        if json.loads(body)["name"] == "sidewatch.heartbeat":
-            before_decision = client.get("/v1/waits/thread-1%2Fint-1").json()  # evaluated now
-    after = client.get("/v1/waits/thread-1%2Fint-1").json()
+def test_the_readme_curl_bodies_are_accepted_and_leave_nothing_missing(db_url: str) -> None:
+    # TestClient sends `Host: testserver`, which a token-less daemon refuses unless named.
+    daemon = Daemon(replace(Config(), db_url=db_url, allowed_hosts=("testserver",)))
+    try:
+        before_decision, after, answers = _send_the_readme_lines(daemon)
+    finally:
+        daemon.engine.dispose()
 
     assert [(200, 1, [])] * 4 == answers
     assert ("WAITING", "awaiting_decision", False, []) == (
@@ -83,3 +76,22 @@ def test_the_readme_curl_bodies_are_accepted_and_leave_nothing_missing(
         after["evidence"]["decision"],
         after["missing"],
     )
+
+
+def _send_the_readme_lines(daemon: Daemon) -> tuple[dict, dict, list[tuple[int, int, list]]]:
+    """An interrupted run without a handle, then the README's lines; the verdict after the
+    heartbeats and after the decision."""
+    client = TestClient(daemon.app)
+    now = int(time.time() * 1000)
+    run = requested("thread-1", "int-1", "deploy_service", now - 60_000, now + 3_600_000, False)
+    run[-1]["outcome"]["interrupts"][0].pop("metadata", None)  # no handle but the heartbeat's
+    assert 200 == client.post("/v1/events", content=ndjson(run), headers=NDJSON).status_code
+    answers = []
+    for _, headers, body in curls():
+        r = client.post("/v1/events", content=body, headers=headers)
+        answers.append((r.status_code, r.json()["accepted"], r.json()["rejected"]))
+        if json.loads(body)["name"] == "sidewatch.heartbeat":
+            before_decision = client.get("/v1/waits/thread-1%2Fint-1").json()  # evaluated now
+    after = client.get("/v1/waits/thread-1%2Fint-1").json()
+
+    return before_decision, after, answers
