@@ -319,7 +319,16 @@ def _evaluate(
 
     orphaned: list[int] = []
     if policy.handle is Need.REQUIRED and not acc.handle:
-        orphaned.append(acc.handle_lost_at)
+        if acc.handle_reported:
+            orphaned.append(acc.handle_lost_at)  # reported gone: orphaned at once
+        else:
+            # Never reported, like a route never reported: not orphaned until the freshness
+            # a heartbeat would have had has passed since the request.
+            deadline = ev.requested_at + th.heartbeat_freshness_ms
+            if t > deadline:
+                orphaned.append(deadline)
+            else:
+                due = _earliest(due, deadline + 1)
     if policy.heartbeat is Need.REQUIRED:
         fresh_until = acc.last_hb + th.heartbeat_freshness_ms
         if t > fresh_until:

@@ -255,5 +255,42 @@ class Verdict:
         return OWNER[self.state]
 
     @property
+    def unreported(self) -> tuple[Missing, ...]:
+        """The never-reported evidence this open problem state rests on: empty when it rests
+        on evidence reported as failing (spec: "Missing evidence never pages")."""
+        if not self.uncertain or self.state not in UNREPORTED_CAUSES:
+            return ()
+        return tuple(m for m in self.missing if m in UNREPORTED_CAUSES[self.state])
+
+    @property
     def next_move(self) -> str:
+        if self.unreported:
+            return uncertain_move(self.unreported)
         return NEXT_MOVE[self.state]
+
+
+# What each problem state can rest on when nothing was reported. The label values a metric
+# may carry are these combinations, joined in this order (bounded: four in all).
+UNREPORTED_CAUSES: dict[State, tuple[Missing, ...]] = {
+    State.UNROUTABLE: (Missing.ROUTE,),
+    State.ORPHANED: (Missing.HANDLE, Missing.HEARTBEAT),
+}
+UNREPORTED_LABELS: dict[State, tuple[str, ...]] = {
+    State.UNROUTABLE: ("route",),
+    State.ORPHANED: ("handle", "heartbeat", "handle,heartbeat"),
+}
+
+
+def unreported_label(items: tuple[Missing, ...]) -> str:
+    return ",".join(items)
+
+
+def uncertain_move(items: tuple[Missing, ...]) -> str:
+    """The next move of a verdict that rests on evidence nobody reported: a fix of the
+    deployment's reporting, for whoever runs sidewatch, never a page to the wait's owner."""
+    what = " and ".join(items)
+    return (
+        f"Uncertain: never reported ({what}). Whoever runs sidewatch: have the deployment "
+        f"report {what} evidence, or mark it ignored in this policy's evidence setting; "
+        "do not page the wait's owner, and keep the run paused."
+    )

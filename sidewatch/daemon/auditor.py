@@ -16,7 +16,17 @@ import orjson
 from sidewatch.core.assemble import assemble
 from sidewatch.core.facts import FindingFact
 from sidewatch.core.health import classify
-from sidewatch.core.model import CLOSED_STATES, NEXT_MOVE, OWNER, State, Verdict, WaitEvidence
+from sidewatch.core.model import (
+    CLOSED_STATES,
+    NEXT_MOVE,
+    OWNER,
+    Missing,
+    State,
+    Verdict,
+    WaitEvidence,
+    uncertain_move,
+    unreported_label,
+)
 from sidewatch.core.policy import Policy, select
 from sidewatch.errors import StoreRefused
 from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait
@@ -78,6 +88,7 @@ class Auditor:
         takes the audit lease over (another replica audited meanwhile)."""
         totals = self.state.totals()
         self.open_waits: Counter[tuple[str, str]] = totals.open_waits
+        self.unreported: Counter[tuple[str, str, str]] = totals.unreported
         self.closed: Counter[tuple[str, str]] = totals.closed
         self.transitions: Counter[tuple[str, str]] = totals.transitions
         self.decision = {p.name: HistogramAcc(DECISION_BUCKETS) for p in self.policies}
@@ -223,6 +234,7 @@ class Auditor:
 
     def _apply(self, d: _Delta) -> None:
         self.open_waits.update(d.open_waits)
+        self.unreported.update(d.unreported)
         self.transitions.update(d.transitions)
         self.closed.update(d.closed)
         for policy, seconds in d.decision:
@@ -239,6 +251,7 @@ class Auditor:
         return Snapshot(
             policies=tuple(p.name for p in self.policies),
             open_waits={k: v for k, v in self.open_waits.items() if v},
+            unreported={k: v for k, v in self.unreported.items() if v},
             oldest_start={s: at / 1000 for s, at in self.state.oldest_since().items()},
             closed_total=dict(self.closed),
             transitions_total=dict(self.transitions),
@@ -259,6 +272,7 @@ class _Delta:
     verdicts are committed (a save that fails counts nothing)."""
 
     open_waits: Counter[tuple[str, str]] = field(default_factory=Counter)
+    unreported: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
     closed: Counter[tuple[str, str]] = field(default_factory=Counter)
     decision: list[tuple[str, float]] = field(default_factory=list)  # (policy, seconds)
@@ -266,6 +280,7 @@ class _Delta:
 
     def merge(self, other: _Delta) -> None:
         self.open_waits.update(other.open_waits)
+        self.unreported.update(other.unreported)
         self.transitions.update(other.transitions)
         self.closed.update(other.closed)
         self.decision += other.decision
@@ -307,8 +322,12 @@ def _record(
     evidence = orjson.dumps(evidence_json(v)).decode() if changes else ""
     if old is not None and not old.closed:
         delta.open_waits[(old.state, old.policy)] -= 1
+        if old.unreported:
+            delta.unreported[(old.state, old.policy, old.unreported)] -= 1
     if not v.closed:
         delta.open_waits[(v.state.value, policy)] += 1
+        if v.unreported:
+            delta.unreported[(v.state.value, policy, unreported_label(v.unreported))] += 1
     f = v.facts
     if f.decided_at is not None and (old is None or old.decided_at is None):
         delta.decision.append((policy, (f.decided_at - ev.requested_at) / 1000))
@@ -358,14 +377,19 @@ def push_problems(auditor: Auditor, push: AlertmanagerPush, now: int) -> int:
                 OWNER[State(state)] or "",
                 policy,
                 since,
-                NEXT_MOVE[State(state)],
+                uncertain_move(_missing(unreported)) if unreported else NEXT_MOVE[State(state)],
                 evidence,
                 thresholds,
+                unreported,
             )
-            for rid, state, policy, since, evidence, thresholds in rows
+            for rid, state, policy, since, evidence, thresholds, unreported in rows
         ],
         now,
     )
+
+
+def _missing(stored: str) -> tuple[Missing, ...]:
+    return tuple(Missing(m) for m in stored.split(","))
 
 
 def _fingerprint(policies: tuple[Policy, ...]) -> str:
@@ -392,4 +416,5 @@ def _stored(ev: WaitEvidence, v: Verdict, now: int, next_item: int | None) -> St
         decided_at=v.facts.decided_at,
         receipt_at=v.facts.receipt_at,
         evaluated_at=now,
+        unreported=unreported_label(v.unreported),
     )

@@ -6,6 +6,11 @@ thresholds. Active alerts are re-sent every `resend` interval (and expire by the
 intervals after the last send, should sidewatch stop); an alert is resolved as soon as its wait
 leaves the state. A decline is an answer and never an alert.
 
+A wait whose state rests on evidence nobody reported (`unreported`, e.g. "route") is not the
+wait owner's problem but the deployment's reporting: its alert is a ticket labelled
+`owner="sidewatch_operator"`, `evidence="unreported"` and `missing`, says "uncertain: never
+reported", and carries the verdict's own next move (spec: "Missing evidence never pages").
+
 A flood of problem waits cannot flood Alertmanager: one push (one a tick) carries at most
 `max_per_push` alerts (resolutions first, then new alerts, pages before tickets and oldest
 first, then the resends that are due, longest unsent first) and the rest wait for the next
@@ -35,6 +40,7 @@ SEVERITY = {
     "UNROUTABLE": "page",
     "STALE": "ticket",
 }
+OPERATOR = "sidewatch_operator"  # whoever runs sidewatch: the owner of unreported evidence
 MAX_PER_PUSH = 500  # the default of alertmanager.maxAlertsPerPush
 BACKOFF_MS = 10_000  # the wait after a failed push, doubled with each failure in a row...
 BACKOFF_MAX_MS = 300_000  # ...up to this
@@ -53,6 +59,11 @@ class ProblemWait:
     next_move: str
     evidence: str  # JSON, content-free
     thresholds: str  # JSON
+    unreported: str = ""  # the never-reported evidence the state rests on, e.g. "route"
+
+    @property
+    def severity(self) -> str:
+        return "ticket" if self.unreported else SEVERITY[self.state]
 
 
 def _clean_json(text: str) -> str:
@@ -142,7 +153,7 @@ class AlertmanagerPush:
             fresh = current.get(request_id)
             if fresh is None or fresh["labels"] != sent["labels"]:
                 resolved.append((request_id, {**sent, "endsAt": _iso(now)}, False))
-        for p in sorted(waits, key=lambda p: (SEVERITY[p.state] != "page", p.since)):
+        for p in sorted(waits, key=lambda p: (p.severity != "page", p.since)):
             before = self.active.get(p.request_id)
             if before is None or before["labels"] != current[p.request_id]["labels"]:
                 new.append((p.request_id, current[p.request_id], True))
@@ -157,9 +168,9 @@ class AlertmanagerPush:
                 "alertname": "SidewatchWait",
                 "requestId": label(p.request_id),
                 "state": p.state,
-                "owner": label(p.owner),
+                "owner": OPERATOR if p.unreported else label(p.owner),
                 "policy": label(p.policy),
-                "severity": SEVERITY[p.state],
+                "severity": p.severity,
             },
             "annotations": {
                 "summary": f"{md_text(label(p.request_id), SUMMARY_LIMIT) or NO_ID} is {p.state}",
@@ -169,6 +180,10 @@ class AlertmanagerPush:
             },
             "endsAt": _iso(expiry),
         }
+        if p.unreported:
+            alert["labels"] |= {"evidence": "unreported", "missing": p.unreported}
+            alert["annotations"]["summary"] += f" (uncertain: never reported: {p.unreported})"
+            alert["annotations"]["stateOwner"] = label(p.owner)
         # A start Alertmanager would refuse (no date, or after the end) would fail the whole
         # push: without one, Alertmanager starts the alert when it receives it.
         starts = _iso(p.since) if p.since <= now else None

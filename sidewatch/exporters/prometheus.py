@@ -13,7 +13,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from sidewatch.core.model import ALLOWED_TRANSITIONS, CLOSED_STATES, OPEN_STATES, State
+from sidewatch.core.model import (
+    ALLOWED_TRANSITIONS,
+    CLOSED_STATES,
+    OPEN_STATES,
+    UNREPORTED_LABELS,
+    State,
+)
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.snapshot import (
     DECISION_BUCKETS,
@@ -103,6 +109,19 @@ class SnapshotCollector(Collector):
             for policy in policies:
                 waits.add_metric([state.value, policy], s.open_waits.get((state.value, policy), 0))
         yield waits
+
+        unreported = GaugeMetricFamily(
+            "sidewatch_waits_unreported",
+            "Open waits whose state rests on evidence nobody reported (a subset of "
+            "sidewatch_waits), by the missing evidence; each wait counts once.",
+            labels=["state", "policy", "missing"],
+        )
+        for state, labels in UNREPORTED_LABELS.items():
+            for policy in policies:
+                for missing in labels:
+                    key = (state.value, policy, missing)
+                    unreported.add_metric(list(key), s.unreported.get(key, 0))
+        yield unreported
 
         closed = CounterMetricFamily(
             "sidewatch_waits_closed",

@@ -58,6 +58,8 @@ class HistogramAcc:
 class Snapshot:
     policies: tuple[str, ...] = ()
     open_waits: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # (state, policy, unreported) -> open waits whose verdict rests on evidence nobody reported
+    unreported: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
     oldest_start: Mapping[str, float] = field(default_factory=dict)
     closed_total: Mapping[tuple[str, str], int] = field(default_factory=dict)
     transitions_total: Mapping[tuple[str, str], int] = field(default_factory=dict)

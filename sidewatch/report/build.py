@@ -42,7 +42,12 @@ def build_report(
     findings = list(findings)
     this = _summary(now_waits, start, end, findings, ingest)
     previous = _summary(before_waits, start - window_ms, start, findings, previous_ingest)
-    problems = [verdict_json(ev, v) for ev, v in now_waits if v.state in PROBLEM_STATES]
+    # `unreported`: what the state rests on that nobody reported (not a page: a reporting fix)
+    problems = [
+        {**verdict_json(ev, v), "unreported": [m.value for m in v.unreported]}
+        for ev, v in now_waits
+        if v.state in PROBLEM_STATES
+    ]
     problems.sort(key=lambda w: (w["state"], w["since"] or ""))
     # The audit trail of the window: every other wait that moved in it (closed, resumed, …).
     changed = [

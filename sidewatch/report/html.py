@@ -39,6 +39,7 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eaeef2;vertical-a
 .num{text-align:right;font-variant-numeric:tabular-nums}tbody tr:nth-child(even){background:#f6f8fa}
 code{font:13px ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
 .badge{white-space:nowrap;font-weight:600;font-size:13px}
+.badge.unreported{color:#6e7781;font-style:italic}
 .badge::before,.sw{content:"";display:inline-block;width:.75em;height:.75em;border-radius:50%;
  background:var(--c);margin-right:.35em}
 .move{background:#fff8c5;border-radius:4px;padding:6px 10px;margin:8px 0}
@@ -251,9 +252,15 @@ def _problem(w: dict[str, Any]) -> str:
     limits = _table(
         ("Threshold", "Value"), ((_e(k), _dur(v)) for k, v in w["thresholds"].items()), (1,)
     )
+    unreported = ", ".join(w.get("unreported", ()))
+    never = (
+        f' <span class="badge unreported">uncertain: never reported: {_e(unreported)}</span>'
+        if unreported
+        else ""
+    )
     return (
         f'<article class="st-{_e(w["state"])}"><h3>{_code(w["requestId"])} {_badge(w["state"])}'
-        f'</h3><p class="move"><strong>Next safe move:</strong> {_e(w["nextMove"])}</p>'
+        f'{never}</h3><p class="move"><strong>Next safe move:</strong> {_e(w["nextMove"])}</p>'
         f'<dl>{dl}</dl><div class="two">{evidence}{limits}</div></article>'
     )
 

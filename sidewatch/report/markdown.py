@@ -56,8 +56,10 @@ def _wait(p: dict[str, Any]) -> list[str]:
     """One verdict: state, owner, next safe move, evidence and thresholds."""
     e, t = p["evidence"], p["thresholds"]
     missing = ", ".join(map(_v, p["missing"]))
+    unreported = ", ".join(map(_v, p.get("unreported", ())))
     lines = [
-        f"### {_v(p['state'])}: {md_code(p['requestId'])}",
+        f"### {_v(p['state'])}: {md_code(p['requestId'])}"
+        + (f" (uncertain: never reported: {unreported})" if unreported else ""),
         "",
         f"- **Owner:** {_v(p['owner'])}  **Since:** {_v(p['since'])}  **Policy:** "
         f"{_v(p['policy'])}" + (f"  **Uncertain** (missing: {missing})" if p["uncertain"] else ""),
@@ -93,6 +95,14 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += ["", f"## Problem waits ({len(problems)})", ""]
     if not problems:
         lines.append("None: every open wait is healthy.")
+    unreported = sum(1 for p in problems if p.get("unreported"))
+    if unreported:
+        lines += [
+            f"{unreported} of them rest on evidence nobody reports (uncertain: never "
+            "reported): a fix of the deployment's reporting, for whoever runs sidewatch, "
+            "not a page to their owners.",
+            "",
+        ]
     for p in problems:
         lines += _wait(p)
     changed = report.get("changedWaits", [])

@@ -42,6 +42,7 @@ class StoredState:
     decided_at: int | None
     receipt_at: int | None
     evaluated_at: int
+    unreported: str = ""  # the never-reported evidence the verdict rests on, e.g. "route"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ class Totals:
     """What a restarted daemon's counters and gauges continue from."""
 
     open_waits: Counter[tuple[str, str]]  # (state, policy) -> open waits
+    unreported: Counter[tuple[str, str, str]]  # (state, policy, unreported) -> open waits
     closed: Counter[tuple[str, str]]  # (state, policy) -> transitions into a closed state
     transitions: Counter[tuple[str, str]]  # (from, to) -> transitions
     decision_latencies: list[tuple[str, float]]  # (policy, seconds)
@@ -276,18 +278,20 @@ class AuditState:
         with self._conn() as c:
             return [(str(r[0]), str(r[1])) for r in c.execute(query)]
 
-    def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str]]:
-        """(requestId, state, policy, since, evidence, thresholds) of every wait now in one of
-        `states`, with the evidence and thresholds of its latest recorded transition."""
+    def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str, str]]:
+        """(requestId, state, policy, since, evidence, thresholds, unreported) of every wait
+        now in one of `states`, with the evidence and thresholds of its latest recorded
+        transition."""
         sql = (
-            "SELECT w.request_id, w.state, w.policy, w.since, t.evidence, t.thresholds "  # noqa: S608
+            "SELECT w.request_id, w.state, w.policy, w.since, t.evidence, t.thresholds, "  # noqa: S608
+            "w.unreported "
             "FROM wait_state w LEFT JOIN transition t ON t.id = "
             "(SELECT max(id) FROM transition WHERE request_id = w.request_id) "
             f"WHERE w.state IN ({', '.join('?' for _ in states)})"
         )
         with self._conn() as c:
             return [
-                (str(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4] or "{}", r[5] or "{}")
+                (str(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4] or "{}", r[5] or "{}", r[6] or "")
                 for r in c.exec_driver_sql(driver_sql(c, sql), tuple(states))
             ]
 
@@ -341,12 +345,15 @@ def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str |
 def _totals(conn: Connection) -> Totals:
     ws, tr = table_of(WaitState), table_of(TransitionRow)
     open_waits: Counter[tuple[str, str]] = Counter()
-    for state, policy, n in conn.execute(
-        select(ws.c.state, ws.c.policy, func.count())
+    unreported: Counter[tuple[str, str, str]] = Counter()
+    for state, policy, missing, n in conn.execute(
+        select(ws.c.state, ws.c.policy, ws.c.unreported, func.count())
         .where(ws.c.closed.is_(False))
-        .group_by(ws.c.state, ws.c.policy)
+        .group_by(ws.c.state, ws.c.policy, ws.c.unreported)
     ):
-        open_waits[(state, policy)] = n
+        open_waits[(state, policy)] += n
+        if missing:
+            unreported[(state, policy, missing)] = n
     closed: Counter[tuple[str, str]] = Counter()
     transitions: Counter[tuple[str, str]] = Counter()
     for frm, to, policy, n in conn.execute(
@@ -378,7 +385,17 @@ def _totals(conn: Connection) -> Totals:
     findings = Counter(
         {k: int(n) for k, n in conn.execute(select(fd.c.rule, func.count()).group_by(fd.c.rule))}
     )
-    return Totals(open_waits, closed, transitions, decisions, resumes, ingested, rejected, findings)
+    return Totals(
+        open_waits,
+        unreported,
+        closed,
+        transitions,
+        decisions,
+        resumes,
+        ingested,
+        rejected,
+        findings,
+    )
 
 
 def _ingest_totals(conn: Connection) -> tuple[Counter[str], Counter[str]]:

@@ -222,6 +222,9 @@ class WaitState(SQLModel, table=True):
     decided_at: int | None = Field(default=None, sa_type=Ms)
     receipt_at: int | None = Field(default=None, sa_type=Ms)
     evaluated_at: int = Field(sa_type=Ms)
+    # The never-reported evidence an open verdict rests on ("route", "handle,heartbeat"; ""
+    # when it rests on reports): the gauge of unreported waits continues from it.
+    unreported: str = Field(default="", max_length=32, sa_column_kwargs={"server_default": ""})
 
 
 class TransitionRow(SQLModel, table=True):

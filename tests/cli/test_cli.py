@@ -45,7 +45,8 @@ SINCE = {
     "thread-export/int-export": ("2026-07-26T16:28:00Z", "approver", "awaiting_decision"),
     "thread-delete/int-delete": ("2026-07-26T16:20:00Z", "requester", None),
     "thread-rotation/int-rotation": ("2026-07-26T16:10:30Z", "policy_owner", None),
-    "thread-invoice/int-invoice": ("2026-07-26T16:00:00Z", "runtime_owner", None),
+    # invoice: no resume handle was ever reported, so orphaned once heartbeatFreshness passed
+    "thread-invoice/int-invoice": ("2026-07-26T16:10:00Z", "runtime_owner", None),
     "thread-deploy/int-deploy": ("2026-07-26T16:25:00Z", "runtime_owner", None),
     "thread-message/int-message": ("2026-07-26T16:00:00Z", "requester", None),
 }

@@ -363,3 +363,37 @@ def test_every_verdict_records_the_policy_and_thresholds_it_used(case, now):
     verdict = classify(evidence, policy, now)
 
     assert (policy.name, policy.thresholds) == (verdict.policy, verdict.thresholds)
+
+
+def handle_never_reported(evidence: WaitEvidence) -> bool:
+    return evidence.handle is None and not any(
+        isinstance(i, Heartbeat) and i.handle is not None for i in evidence.items
+    )
+
+
+@property_settings
+@given(case=waits(), now=instants)
+@example(case=(wait([Route(T0 + SECOND, 1, "role:x", True)], handle=None), DEFAULT_POLICY), now=T0)
+def test_a_handle_never_reported_orphans_no_wait_before_heartbeat_freshness(case, now):
+    evidence, policy = case
+    assume(handle_never_reported(evidence))
+    verdict = classify(evidence, policy, now)
+    if verdict.state is State.ORPHANED:
+        # The evidence put it there no earlier than the freshness a heartbeat would have had.
+        assert verdict.since >= evidence.requested_at + policy.thresholds.heartbeat_freshness_ms
+    for step in verdict.transitions:
+        if step.to_state is State.ORPHANED:
+            assert step.at >= evidence.requested_at + policy.thresholds.heartbeat_freshness_ms
+
+
+@property_settings
+@given(case=waits(), now=instants)
+def test_an_orphaned_wait_that_rests_on_a_handle_reported_gone_is_certain(case, now):
+    evidence, policy = case
+    hb_policy = replace(policy, heartbeat=Need.IGNORED, handle=Need.REQUIRED)
+    reported = [i.handle for i in evidence.items if isinstance(i, Heartbeat) and i.at <= now]
+    latest = ([evidence.handle, *(h for h in reported if h is not None)])[-1]
+    assume(latest is False)
+    verdict = classify(evidence, hb_policy, now)
+    if verdict.state is State.ORPHANED:
+        assert not verdict.uncertain

@@ -341,11 +341,25 @@ TRUTH_TABLE = [
     ),
     # --- ORPHANED ------------------------------------------------------------------------
     (
-        "ORPHANED (uncertain) when no resume handle was ever reported",
+        "WAITING with handle missing while no resume handle was ever reported",
         wait(*LIVE, handle=None),
         DEFAULT,
         t(1),
-        (ORPHANED, None, t(0), UNCERTAIN, (Missing.HANDLE,)),
+        (WAITING, DECISION_PHASE, t(0), CERTAIN, (Missing.HANDLE,)),
+    ),
+    (
+        "WAITING with handle missing exactly heartbeatFreshness after the request",
+        wait(*LIVE, handle=None),
+        DEFAULT,
+        t(10),
+        (WAITING, DECISION_PHASE, t(0), CERTAIN, (Missing.HANDLE,)),
+    ),
+    (
+        "ORPHANED (uncertain) one ms past heartbeatFreshness when no handle was ever reported",
+        wait(*LIVE, handle=None),
+        DEFAULT,
+        t(10) + 1,
+        (ORPHANED, None, t(10), UNCERTAIN, (Missing.HANDLE,)),
     ),
     (
         "ORPHANED (certain) when metadata.resumeHandle was reported null",
@@ -373,14 +387,21 @@ TRUTH_TABLE = [
         wait(delivered(t(0, 1)), beat(t(0, 30), handle=None), handle=None),
         DEFAULT,
         t(11),
-        (ORPHANED, None, t(0), CERTAIN, (Missing.HANDLE,)),
+        (ORPHANED, None, t(10), CERTAIN, (Missing.HANDLE,)),
     ),
     (
-        "WAITING since a heartbeat brought the handle the metadata lacked",
+        "WAITING throughout when a heartbeat brought the handle the metadata lacked in time",
         wait(delivered(t(0, 1)), beat(t(0, 30), handle=True), handle=None),
         DEFAULT,
         t(1),
-        (WAITING, DECISION_PHASE, t(0, 30), CERTAIN, NOTHING),
+        (WAITING, DECISION_PHASE, t(0), CERTAIN, NOTHING),
+    ),
+    (
+        "WAITING again since a heartbeat brought the handle after heartbeatFreshness",
+        wait(delivered(t(0, 1)), beat(t(5)), beat(t(12), handle=True), handle=None),
+        DEFAULT,
+        t(13),
+        (WAITING, DECISION_PHASE, t(12), CERTAIN, NOTHING),
     ),
     (
         "WAITING with a heartbeat exactly heartbeatFreshness old (still fresh)",

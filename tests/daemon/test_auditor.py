@@ -163,6 +163,7 @@ def counters(s: Snapshot) -> dict[str, Any]:
     """Everything of a snapshot that a restart must continue, not reset or double."""
     return {
         "open_waits": dict(s.open_waits),
+        "unreported": dict(s.unreported),
         "oldest_start": dict(s.oldest_start),
         "closed_total": dict(s.closed_total),
         "transitions_total": dict(s.transitions_total),
@@ -466,3 +467,39 @@ def test_protocol_findings_are_counted_once_per_wait_and_rule(store: Store) -> N
     assert 2 == found["resume_rejected"]
     assert 1 == found["answer_unknown_interrupt"]
     assert 1 == found["legacy_interrupt_without_id"]
+
+
+def test_waits_resting_on_unreported_evidence_are_counted_apart_once_saved(
+    db_url: str, open_stores: Callable[[], Store]
+) -> None:
+    """deploy: AG-UI only (no route evidence): UNROUTABLE past routeGrace, on `route`; export:
+    delivered, but no heartbeat beyond its run's end: ORPHANED past heartbeatFreshness."""
+    engine = open_store(impatient(db_url), busy_timeout_ms=300)
+    try:
+        store = Store(engine)
+        ingest(store, [*asked("t-deploy", "deploy_service")[:-1], *asked("t-export", "x")], BASE)
+        auditor = Auditor(store, POLICIES)
+        auditor.tick(BASE + 3 * MIN)
+        assert {("UNROUTABLE", "default", "route"): 1} == dict(auditor.snapshot.unreported)
+
+        auditor.tick(BASE + 11 * MIN)
+        both = {("UNROUTABLE", "default", "route"): 1, ("ORPHANED", "default", "heartbeat"): 1}
+        assert both == dict(auditor.snapshot.unreported)
+        assert counters(Auditor(open_stores(), POLICIES).snapshot) == counters(auditor.snapshot)
+
+        # deploy's delivery is reported failing: UNROUTABLE still, but on reported evidence
+        failed = custom(
+            "sidewatch.route", BASE + 12 * MIN, threadId="t-deploy", interruptId="i-deploy",
+            delivered=False, approverRef="role:release-owner",
+        )  # fmt: skip
+        ingest(store, [failed], BASE + 12 * MIN)
+        with writes_blocked(db_url, "wait_state"), pytest.raises(StoreError):
+            auditor.tick(BASE + 12 * MIN)
+        assert both == dict(auditor.snapshot.unreported)  # not saved: nothing moved
+        auditor.tick(BASE + 12 * MIN)
+
+        assert {("ORPHANED", "default", "heartbeat"): 1} == dict(auditor.snapshot.unreported)
+        assert 1 == auditor.snapshot.open_waits[("UNROUTABLE", "default")]
+        assert counters(Auditor(open_stores(), POLICIES).snapshot) == counters(auditor.snapshot)
+    finally:
+        engine.dispose()

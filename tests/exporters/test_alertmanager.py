@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from sidewatch.core.model import Missing, uncertain_move
 from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
 from tests.daemon.test_e2e import Server, _seed_relative_to_now, _start, _stop
 
@@ -331,3 +332,41 @@ def test_a_long_request_id_is_cut_in_its_label_and_summary_with_a_hash(
     summaries = [x["annotations"]["summary"] for x in receiver.pushes[0]]
     assert [f"{v} is STALE" for v in labels] == summaries
     assert max(receiver.sizes) < 2_000
+
+
+def test_a_wait_on_unreported_evidence_is_a_ticket_to_the_operator_after_the_pages(
+    receiver: Receiver,
+) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000, tick_ms=TICK)
+    unrouted = replace(
+        stale(1)[0],
+        request_id="never-routed",
+        state="UNROUTABLE",
+        owner="policy_owner",
+        since=NOW - 7_200_000,  # older than the page: it would go first if it were a page
+        next_move=uncertain_move((Missing.ROUTE,)),
+        unreported="route",
+    )
+    failed = replace(stale(1)[0], request_id="failed", state="UNROUTABLE", owner="policy_owner")
+
+    push.push([unrouted, failed], NOW)
+
+    first, second = receiver.pushes[0]
+    assert ("failed", "page", "policy_owner") == (
+        first["labels"]["requestId"],
+        first["labels"]["severity"],
+        first["labels"]["owner"],
+    )
+    assert "evidence" not in first["labels"]
+    assert {
+        "requestId": "never-routed",
+        "state": "UNROUTABLE",
+        "severity": "ticket",
+        "owner": "sidewatch_operator",
+        "evidence": "unreported",
+        "missing": "route",
+    } == {k: v for k, v in second["labels"].items() if k not in ("alertname", "policy")}
+    notes = second["annotations"]
+    assert notes["summary"].endswith("is UNROUTABLE (uncertain: never reported: route)")
+    assert notes["nextMove"].startswith("Uncertain: never reported (route).")
+    assert "policy_owner" == notes["stateOwner"]

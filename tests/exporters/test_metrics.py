@@ -182,6 +182,24 @@ def test_every_open_state_is_present_with_zero_on_an_empty_store(store: Store) -
     assert dict.fromkeys(OPEN_STATES, 0.0) == waits_by_state(text)
 
 
+def test_every_unreported_evidence_series_is_present_with_zero_on_an_empty_store(
+    store: Store,
+) -> None:
+    auditor = Auditor(store, Config().policies)
+
+    text = scrape(auditor)
+
+    assert {
+        frozenset({("state", state), ("policy", "default"), ("missing", missing)}): 0.0
+        for state, missing in (
+            ("UNROUTABLE", "route"),
+            ("ORPHANED", "handle"),
+            ("ORPHANED", "heartbeat"),
+            ("ORPHANED", "handle,heartbeat"),
+        )
+    } == samples(text, "sidewatch_waits_unreported")
+
+
 def test_every_closed_state_counter_starts_at_zero_on_an_empty_store(store: Store) -> None:
     auditor = Auditor(store, Config().policies)
 

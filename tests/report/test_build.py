@@ -282,3 +282,37 @@ def test_a_long_audit_trail_is_cut_in_the_page_and_whole_in_the_json() -> None:
     assert "200 more transitions are in the JSON report." in html
     assert "...and 100 more, in the JSON report." in md
     assert 600 == len(orjson.loads(render(seed, "json"))["changedWaits"])
+
+
+def test_a_wait_on_evidence_nobody_reported_is_shown_apart_with_its_own_next_move(
+    db_url: str,
+) -> None:
+    """AG-UI traffic only: no route evidence, so UNROUTABLE past routeGrace, uncertain."""
+    run = {"threadId": "t-agui", "runId": "r-1"}
+    outcome = {"type": "interrupt", "interrupts": [{"id": "i-1", "reason": "tool_call"}]}
+    lines = [
+        {"type": "RUN_STARTED", **run, "timestamp": AT - 6 * 60_000},
+        {"type": "RUN_FINISHED", **run, "outcome": outcome, "timestamp": AT - 5 * 60_000},
+    ]
+    engine = open_store(db_url)
+    try:
+        store = Store(engine)
+        body = b"\n".join(orjson.dumps(line) for line in lines)
+        ingest_unit(store, "agui", body, AT - 60_000, ref_protector(engine, Config()))
+        built = report(store, Config().policies, AT, DAY)
+    finally:
+        engine.dispose()
+
+    (wait,) = built["problemWaits"]
+    md, html = (render(built, fmt).decode() for fmt in ("md", "html"))
+
+    assert ("UNROUTABLE", "policy_owner", ["route"]) == (
+        wait["state"],
+        wait["owner"],
+        wait["unreported"],
+    )
+    assert wait["nextMove"].startswith("Uncertain: never reported (route). Whoever runs sidewatch")
+    assert "### UNROUTABLE: `t-agui/i-1` (uncertain: never reported: route)" in md
+    assert "1 of them rest on evidence nobody reports" in md
+    assert wait["nextMove"] in md
+    assert '<span class="badge unreported">uncertain: never reported: route</span>' in html

@@ -13,7 +13,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "sidewatch.rules.yml"
 UNPACKED = ROOT / ".tools" / "prometheus" / "usr" / "bin" / "promtool"
-OWNERS = {"approver", "requester", "policy_owner", "runtime_owner", "platform"}
+OWNERS = {
+    "approver",
+    "requester",
+    "policy_owner",
+    "runtime_owner",
+    "platform",
+    "sidewatch_operator",
+}
 
 
 def promtool() -> str:

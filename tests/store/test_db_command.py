@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -10,7 +11,14 @@ import sidewatch.store
 from sidewatch.cli.main import cli
 
 VERSIONS = Path(sidewatch.store.__file__).with_name("migrations") / "versions"
-HEAD = max(p.name.split("_", 1)[0] for p in VERSIONS.glob("0*.py"))
+# The revision no other revision follows (ids are not always their file name's prefix).
+_CHAIN = {
+    re.search(r'^revision = "([^"]+)"', text, re.M)[1]: re.search(  # type: ignore[index]
+        r'^down_revision = "?([^"\n]+)"?', text, re.M
+    )[1]  # type: ignore[index]
+    for text in (p.read_text() for p in VERSIONS.glob("0*.py"))
+}
+HEAD = next(r for r in _CHAIN if r not in _CHAIN.values())
 
 
 def test_db_upgrade_migrates_an_empty_store_once(blank_db_url: str) -> None:
