@@ -1,7 +1,7 @@
 """wait state: the never-reported evidence a verdict rests on
 
-Revision ID: 0006_unreported
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01 11:00:00.000000
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_unreported"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
