@@ -98,7 +98,7 @@ def test_a_delivered_approval_is_routed_to_the_thread_and_stays_waiting(sidewatc
     assert ("WAITING", False, []) == (wait["state"], wait["uncertain"], wait["missing"])
     assert "delivered" == wait["evidence"]["route"]
     assert [True] == [r["delivered"] for r in _routes(wait)]
-    assert wait["evidence"]["approverRef"]  # the default, role:thread-participant (protected)
+    assert "role:thread-participant" == wait["evidence"]["approverRef"]  # a role: stored as is
 
 
 class _Asgi24:
