@@ -3,6 +3,7 @@ with a short `routeGrace`, and the route verdict each client outcome leads to.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -21,7 +22,7 @@ from langgraph.types import interrupt
 
 from sidewatch.tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server, _start, _stop
-from tests.tap.test_tap import _Serve, _wait
+from tests.tap.test_tap import _Serve, _sse_app, _wait
 
 # Route is the evidence under test: the handle and heartbeats (item 3) are marked ignored, so a
 # delivered approval is plainly WAITING, and one that was not is UNROUTABLE.
@@ -167,3 +168,50 @@ def test_with_delivery_off_the_tap_sends_no_route(sidewatch: Server) -> None:
 
     assert ([], "none") == (_routes(wait), wait["evidence"]["route"])
     assert "route" in wait["missing"]
+
+
+class _Lines:
+    """A stand-in for the Tap: keeps what would be sent."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def record(self, event: dict, thread_id: str | None, run_id: str | None) -> None:
+        self.events.append(event)
+
+    def record_line(self, line: bytes) -> None:
+        self.events.append(json.loads(line))
+
+
+def test_a_write_that_fails_reports_its_interrupts_undelivered() -> None:
+    """A server on ASGI 2.4 raises `OSError` from `send` once the client is gone."""
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": "t",
+            "runId": "r1",
+            "outcome": {"type": "interrupt", "interrupts": [{"id": "i1"}, {"id": "i2"}]},
+        },
+    ]
+    lines = _Lines()
+    app = TapMiddleware(_Asgi24(_sse_app(events)), tap=lines)  # type: ignore[arg-type]
+    body = json.dumps({"threadId": "t", "runId": "r1", "messages": []}).encode()
+    written: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        if b"RUN_FINISHED" in message.get("body", b""):
+            raise OSError("connection reset")
+        written.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": [], "asgi": {}}
+    with pytest.raises(Exception):  # noqa: B017  (the app's own error for a lost client)
+        asyncio.run(app(scope, receive, send))
+
+    routes = [e["value"] for e in lines.events if e.get("name") == "sidewatch.route"]
+    assert [("i1", False), ("i2", False)] == [(r["interruptId"], r["delivered"]) for r in routes]
+    assert {"client_disconnected"} == {r["error"] for r in routes}
+    assert any(b"RUN_STARTED" in m.get("body", b"") for m in written)
