@@ -51,6 +51,7 @@ MAX_INPUT_BYTES = 4 << 20  # a RunAgentInput past this is passed on without bein
 MAX_EVENT_BYTES = 1 << 20  # the bytes held per response: an event past this is not mirrored
 THREAD_APPROVER = "role:thread-participant"  # chat-style approval: whoever is in the thread
 CHANNEL = "ag-ui"  # the route the tap sees: the AG-UI response stream itself
+ADK_CONFIRMATION = "adk_request_confirmation"  # ag-ui-adk's wait: this tool call, by its id
 
 
 class TapMiddleware:
@@ -269,14 +270,16 @@ class _Client:
 class _StreamMirror:
     """Cuts a streamed response into events for the tap; never parses one it would not send.
     Returns the interrupts each chunk announces for the first time: (threadId, interruptId)
-    from a `RUN_FINISHED` outcome, or from a legacy `on_interrupt` that carries its id (one
-    without is left alone: its id is only derived by ingest, from the run's end)."""
+    from a `RUN_FINISHED` outcome, a legacy `on_interrupt` that carries its id (one without is
+    left alone: its id is only derived by ingest, from the run's end), or the end of an ADK
+    confirmation call (its id is the wait's)."""
 
     def __init__(self, tap: Tap, ids: tuple[str | None, str | None], framer: Framer) -> None:
         self.tap = tap
         self.thread, self.run = ids
         self.framer = framer
         self.interrupts: set[tuple[str, str]] = set()
+        self.confirmations: set[str] = set()  # ADK confirmation calls started, by id
 
     def feed(self, chunk: bytes) -> list[tuple[str, str]]:
         return self._events(self.framer.feed(chunk))
@@ -305,18 +308,22 @@ class _StreamMirror:
         return shown
 
     def _interrupts(self, event: dict[str, Any]) -> list[tuple[str, str]]:
-        thread = event.get("threadId", self.thread)
+        thread, kind = event.get("threadId", self.thread), event.get("type")
+        call = event.get("toolCallId")
         ids: list[Any] = []
-        if event.get("type") == "RUN_FINISHED" and isinstance(event.get("outcome"), dict):
+        if kind == "RUN_FINISHED" and isinstance(event.get("outcome"), dict):
             listed = event["outcome"].get("interrupts")
-            ids = (
-                [i.get("id") for i in listed if isinstance(i, dict)]
-                if isinstance(listed, list)
-                else []
-            )
-        elif event.get("type") == "CUSTOM" and event.get("name") == "on_interrupt":
+            if isinstance(listed, list):
+                ids = [i.get("id") for i in listed if isinstance(i, dict)]
+        elif kind == "CUSTOM" and event.get("name") == "on_interrupt":
             raw = event.get("rawEvent")
             ids = [raw.get("id")] if isinstance(raw, dict) else []
+        elif not isinstance(call, str):
+            pass
+        elif kind == "TOOL_CALL_START" and event.get("toolCallName") == ADK_CONFIRMATION:
+            self.confirmations.add(call)
+        elif kind == "TOOL_CALL_END" and call in self.confirmations:
+            ids = [call]
         shown: list[tuple[str, str]] = []
         if not isinstance(thread, str):
             return shown

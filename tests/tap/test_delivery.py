@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from ag_ui_adk import add_adk_fastapi_endpoint
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
 from langgraph.checkpoint.memory import InMemorySaver
@@ -22,6 +23,7 @@ from langgraph.types import interrupt
 
 from sidewatch.tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server, _start, _stop
+from tests.producers.capture_adk import ONE_CALL, make_agent
 from tests.tap.test_tap import _Serve, _sse_app, _wait
 
 # Route is the evidence under test: the handle and heartbeats (item 3) are marked ignored, so a
@@ -215,3 +217,33 @@ def test_a_write_that_fails_reports_its_interrupts_undelivered() -> None:
     assert [("i1", False), ("i2", False)] == [(r["interruptId"], r["delivered"]) for r in routes]
     assert {"client_disconnected"} == {r["error"] for r in routes}
     assert any(b"RUN_STARTED" in m.get("body", b"") for m in written)
+
+
+@pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning")  # ADK's in-memory services
+@pytest.mark.filterwarnings("ignore:Non-resumable HITL:DeprecationWarning")  # its default mode
+def test_an_adk_confirmation_behind_the_tap_gets_the_same_delivery_evidence(
+    sidewatch: Server,
+) -> None:
+    app = FastAPI()
+    add_adk_fastapi_endpoint(app, make_agent(ONE_CALL), "/agent")
+    tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.1)
+    thread = f"dlv-{uuid.uuid4().hex[:8]}"
+    run = {**_input(thread), "messages": [{"id": "u1", "role": "user", "content": "Delete it."}]}
+
+    with _Serve(TapMiddleware(app, tap=tap)) as agent:
+        answer = httpx.post(f"{agent}/agent", json=run, timeout=60)
+        tap.close()
+    call = next(
+        json.loads(line[5:])["toolCallId"]
+        for line in answer.text.splitlines()
+        if line.startswith("data:") and '"adk_request_confirmation"' in line
+    )
+    _wait(sidewatch, f"{thread}/{call}")
+    time.sleep(2.5)  # past routeGrace (1s) and an auditor tick
+    wait = _wait(sidewatch, f"{thread}/{call}")
+
+    assert ("WAITING", False) == (wait["state"], wait["uncertain"]), wait
+    assert ("delivered", [True]) == (
+        wait["evidence"]["route"],
+        [r["delivered"] for r in _routes(wait)],
+    )
