@@ -93,6 +93,8 @@ class TapMiddleware:
         body, held, complete = await self._read_body(receive)
         replayed = False
         client = _Client(receive, self._left)
+        for message in held:  # the client left while sending its request
+            client.seen(message)
 
         async def replay() -> Message:
             nonlocal replayed
@@ -243,7 +245,7 @@ class _Client:
             message = await self._receive()
         finally:
             self._reading = False
-        self._seen(message)
+        self.seen(message)
         return message
 
     def watch(self) -> None:
@@ -259,9 +261,9 @@ class _Client:
 
     def _done(self, future: asyncio.Future[Message]) -> None:
         if not future.cancelled() and future.exception() is None:
-            self._seen(future.result())
+            self.seen(future.result())
 
-    def _seen(self, message: Message) -> None:
+    def seen(self, message: Message) -> None:
         if message.get("type") == "http.disconnect" and not self._stopped and not self.gone:
             self.gone = True
             self._left()

@@ -247,3 +247,36 @@ def test_an_adk_confirmation_behind_the_tap_gets_the_same_delivery_evidence(
         wait["evidence"]["route"],
         [r["delivered"] for r in _routes(wait)],
     )
+
+
+def test_a_client_gone_while_sending_its_request_gets_no_delivered_route() -> None:
+    finished = {
+        "type": "RUN_FINISHED",
+        "threadId": "t",
+        "runId": "r1",
+        "outcome": {"type": "interrupt", "interrupts": [{"id": "i1"}]},
+    }
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # streams regardless
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        body = f"data: {json.dumps(finished)}\n\n".encode()
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    partial = {"type": "http.request", "body": b'{"threadId"', "more_body": True}
+    messages = iter([partial, {"type": "http.disconnect"}])
+
+    async def receive() -> dict:
+        return next(messages)
+
+    async def send(message: dict) -> None:
+        pass  # a server drops writes to a client that left
+
+    lines = _Lines()
+    tapped = TapMiddleware(app, tap=lines)  # type: ignore[arg-type]
+    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": []}
+    asyncio.run(tapped(scope, receive, send))
+
+    routes = [e["value"] for e in lines.events if e.get("name") == "sidewatch.route"]
+    assert [("i1", False)] == [(r["interruptId"], r["delivered"]) for r in routes]
+    assert 1 == tapped.disconnects
