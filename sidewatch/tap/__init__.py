@@ -13,6 +13,13 @@ events without content, interrupts, evidence, and each run's ids and answers. It
 background thread (`sidewatch.tap.sender`), retrying while sidewatch is away. It never raises
 into, blocks or fails the agent's request. Standard library only, in its own distribution
 (`sidewatch-tap`).
+
+It also reports delivery (`delivery=True`, the default): once the bytes carrying an interrupt
+were handed to the server (its `send` returned) with the client still there, a
+`sidewatch.route` delivered on the AG-UI stream to `approver_ref` (default: whoever is in the
+thread, for chat-style approval); when the client had left (`http.disconnect`) or the send
+raised, a failed one. A deployment that routes approvals elsewhere passes `delivery=False` and
+reports its own routes (`sidewatch.tap.evidence`).
 """
 
 from __future__ import annotations
@@ -24,11 +31,12 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from sidewatch.tap.evidence import Evidence, evidence_line
 from sidewatch.tap.reduce import skipped_by_head
 from sidewatch.tap.sender import Tap
 from sidewatch.tap.sse import Framer
 
-__all__ = ["Tap", "TapMiddleware", "tap_events"]
+__all__ = ["Evidence", "Tap", "TapMiddleware", "tap_events"]
 
 log = logging.getLogger("sidewatch.tap")
 
@@ -41,6 +49,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/jsonl", "application/ndjson"})
 MAX_INPUT_BYTES = 4 << 20  # a RunAgentInput past this is passed on without being mirrored
 MAX_EVENT_BYTES = 1 << 20  # the bytes held per response: an event past this is not mirrored
+THREAD_APPROVER = "role:thread-participant"  # chat-style approval: whoever is in the thread
+CHANNEL = "ag-ui"  # the route the tap sees: the AG-UI response stream itself
+ADK_CONFIRMATION = "adk_request_confirmation"  # ag-ui-adk's wait: this tool call, by its id
 
 
 class TapMiddleware:
@@ -57,6 +68,8 @@ class TapMiddleware:
         tap: Tap | None = None,
         max_input_bytes: int = MAX_INPUT_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        delivery: bool = True,
+        approver_ref: str = THREAD_APPROVER,
     ) -> None:
         if tap is None and url is None:
             raise ValueError("TapMiddleware needs the sidewatch url (or a Tap)")
@@ -66,6 +79,9 @@ class TapMiddleware:
         self.max_event_bytes = max_event_bytes
         self.tap = tap or Tap(str(url), token)
         self.unmirrored = 0  # requests too large, or not JSON, whose input was not mirrored
+        self.delivery = delivery
+        self.approver_ref = approver_ref
+        self.disconnects = 0  # POSTs whose client left before their response ended
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "lifespan":
@@ -74,6 +90,58 @@ class TapMiddleware:
         if scope.get("type") != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
+        body, held, complete = await self._read_body(receive)
+        replayed = False
+        client = _Client(receive, self._left)
+        for message in held:  # the client left while sending its request
+            client.seen(message)
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": not complete}
+            if held:
+                return held.pop()
+            return await client.receive()
+
+        mirror: _StreamMirror | None = None
+
+        async def tee(message: Message) -> None:
+            nonlocal mirror
+            shown: list[tuple[str, str]] = []  # interrupts first carried by this message
+            try:
+                if message.get("type") == "http.response.start":
+                    mirror = self._mirror(scope, message, body if complete else None)
+                    if mirror is not None and self.delivery:
+                        client.watch()
+                elif mirror is not None and message.get("type") == "http.response.body":
+                    shown = mirror.feed(message.get("body", b""))
+            except Exception:  # the tap never fails the agent
+                log.exception("sidewatch tap: could not mirror a response")
+                mirror = None
+            try:
+                await send(message)
+            except BaseException:
+                self._delivered(shown, False)
+                raise
+            self._delivered(shown, not client.gone)
+            if message.get("type") == "http.response.body" and not message.get("more_body"):
+                client.stop()  # the response is whole: a disconnect from now on is no loss
+
+        try:
+            await self.app(scope, replay, tee)
+        finally:
+            client.stop()
+            if mirror is not None:
+                self._delivered(mirror.close(), not client.gone)  # the last, unterminated event
+
+    def _left(self) -> None:
+        self.disconnects += 1
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes, list[Message], bool]:
+        """The request body's first `max_input_bytes`, a message that ended it early (a
+        disconnect), and whether the body is whole (the rest streams through)."""
         chunks: list[bytes] = []
         held: list[Message] = []  # a message that ended the body early (a disconnect)
         size, more, complete = 0, True, True
@@ -89,37 +157,23 @@ class TapMiddleware:
             if more and size > self.max_input_bytes:
                 complete = False
                 break
-        body = b"".join(chunks)
-        replayed = False
+        return b"".join(chunks), held, complete
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": not complete}
-            if held:
-                return held.pop()
-            return await receive()
-
-        mirror: _StreamMirror | None = None
-
-        async def tee(message: Message) -> None:
-            nonlocal mirror
-            try:
-                if message.get("type") == "http.response.start":
-                    mirror = self._mirror(scope, message, body if complete else None)
-                elif mirror is not None and message.get("type") == "http.response.body":
-                    mirror.feed(message.get("body", b""))
-            except Exception:  # the tap never fails the agent
-                log.exception("sidewatch tap: could not mirror a response")
-                mirror = None
-            await send(message)
-
-        try:
-            await self.app(scope, replay, tee)
-        finally:
-            if mirror is not None:
-                mirror.close()
+    def _delivered(self, interrupts: list[tuple[str, str]], delivered: bool) -> None:
+        """Report the route of each interrupt: delivered on the stream, or not."""
+        if not self.delivery:
+            return
+        for thread, interrupt_id in interrupts:
+            value: dict[str, Any] = {
+                "threadId": thread,
+                "interruptId": interrupt_id,
+                "delivered": delivered,
+                "approverRef": self.approver_ref,
+                "channel": CHANNEL,
+            }
+            if not delivered:
+                value["error"] = "client_disconnected"
+            self.tap.record_line(evidence_line("route", value))
 
     def _mirror(self, scope: Scope, start: Message, body: bytes | None) -> _StreamMirror | None:
         """A mirror for an AG-UI response, None for any other."""
@@ -166,22 +220,80 @@ class TapMiddleware:
         return wrapped
 
 
+class _Client:
+    """The server's `receive` after the replayed body, watched for the client leaving.
+
+    While a mirrored response streams, one read of the server's `receive` is kept pending
+    (unless the app has one pending itself), so a disconnect is seen even by an app that does
+    not listen for it (Starlette on ASGI 2.4 servers). The app's next `receive` takes that
+    read's message: there is only ever one reader, as ASGI requires."""
+
+    def __init__(self, receive: Receive, left: Callable[[], None]) -> None:
+        self._receive = receive
+        self._left = left
+        self._pending: asyncio.Future[Message] | None = None
+        self._reading = False  # the app awaits the server's receive itself
+        self._stopped = False  # the response ended: a later disconnect is no loss
+        self.gone = False
+
+    async def receive(self) -> Message:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            return await asyncio.shield(pending)  # the app's cancellation leaves it pending
+        self._reading = True
+        try:
+            message = await self._receive()
+        finally:
+            self._reading = False
+        self.seen(message)
+        return message
+
+    def watch(self) -> None:
+        if self._pending is None and not self._reading and not self._stopped:
+            self._pending = asyncio.ensure_future(self._receive())
+            self._pending.add_done_callback(self._done)
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None  # the app's next receive reads the server's itself
+
+    def _done(self, future: asyncio.Future[Message]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self.seen(future.result())
+
+    def seen(self, message: Message) -> None:
+        if message.get("type") == "http.disconnect" and not self._stopped and not self.gone:
+            self.gone = True
+            self._left()
+
+
 class _StreamMirror:
-    """Cuts a streamed response into events for the tap; never parses one it would not send."""
+    """Cuts a streamed response into events for the tap; never parses one it would not send.
+    Returns the interrupts each chunk announces for the first time: (threadId, interruptId)
+    from a `RUN_FINISHED` outcome, a legacy `on_interrupt` that carries its id (one without is
+    left alone: its id is only derived by ingest, from the run's end), or the end of an ADK
+    confirmation call (its id is the wait's)."""
 
     def __init__(self, tap: Tap, ids: tuple[str | None, str | None], framer: Framer) -> None:
         self.tap = tap
         self.thread, self.run = ids
         self.framer = framer
+        self.interrupts: set[tuple[str, str]] = set()
+        self.confirmations: set[str] = set()  # ADK confirmation calls started, by id
 
-    def feed(self, chunk: bytes) -> None:
-        self._events(self.framer.feed(chunk))
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        return self._events(self.framer.feed(chunk))
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._events(self.framer.close())
+    def close(self) -> list[tuple[str, str]]:
+        try:
+            return self._events(self.framer.close())
+        except Exception:
+            return []
 
-    def _events(self, items: list[tuple[int, bytes]]) -> None:
+    def _events(self, items: list[tuple[int, bytes]]) -> list[tuple[str, str]]:
+        shown: list[tuple[str, str]] = []
         for _, data in items:
             if skipped_by_head(data):
                 continue
@@ -194,6 +306,35 @@ class _StreamMirror:
                     self.thread = event.get("threadId", self.thread)
                     self.run = event.get("runId", self.run)
                 self.tap.record(event, self.thread, self.run)
+                shown.extend(self._interrupts(event))
+        return shown
+
+    def _interrupts(self, event: dict[str, Any]) -> list[tuple[str, str]]:
+        thread, kind = event.get("threadId", self.thread), event.get("type")
+        call = event.get("toolCallId")
+        ids: list[Any] = []
+        if kind == "RUN_FINISHED" and isinstance(event.get("outcome"), dict):
+            listed = event["outcome"].get("interrupts")
+            if isinstance(listed, list):
+                ids = [i.get("id") for i in listed if isinstance(i, dict)]
+        elif kind == "CUSTOM" and event.get("name") == "on_interrupt":
+            raw = event.get("rawEvent")
+            ids = [raw.get("id")] if isinstance(raw, dict) else []
+        elif not isinstance(call, str):
+            pass
+        elif kind == "TOOL_CALL_START" and event.get("toolCallName") == ADK_CONFIRMATION:
+            self.confirmations.add(call)
+        elif kind == "TOOL_CALL_END" and call in self.confirmations:
+            ids = [call]
+        shown: list[tuple[str, str]] = []
+        if not isinstance(thread, str):
+            return shown
+        for interrupt_id in ids:
+            key = (thread, interrupt_id)
+            if isinstance(interrupt_id, str) and interrupt_id and key not in self.interrupts:
+                self.interrupts.add((thread, interrupt_id))
+                shown.append((thread, interrupt_id))
+        return shown
 
 
 async def tap_events(

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = """
 import importlib.util, sidewatch.tap
-from sidewatch.tap import Tap, TapMiddleware, tap_events
+from sidewatch.tap import Evidence, Tap, TapMiddleware, tap_events
 daemon_deps = ["sqlalchemy", "sqlmodel", "alembic", "uvicorn", "starlette", "opentelemetry",
                "apscheduler", "prometheus_client", "orjson", "pydantic", "yaml", "click"]
 print(sorted(m for m in daemon_deps if importlib.util.find_spec(m)))
@@ -22,6 +22,10 @@ tap = Tap("http://127.0.0.1:9/v1/events", retry_base_seconds=0.01)
 tap.record({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}, None, None)
 tap.close(timeout=0.5)
 print(tap.sent + tap.dropped)
+evidence = Evidence("http://127.0.0.1:9/v1/events", retry_base_seconds=0.01)
+evidence.route(thread_id="t", interrupt_id="i", delivered=False, error="bounced")
+evidence.close(timeout=0.5)
+print(evidence.tap.sent + evidence.tap.dropped)
 """
 
 
@@ -60,7 +64,7 @@ def test_the_tap_distribution_installs_without_the_daemons_dependencies(tmp_path
         env=env,
     ).stdout
 
-    assert ["[]", "True", "True", "1"] == out
+    assert ["[]", "True", "True", "1", "1"] == out
     assert {"sidewatch-tap", "pip", "setuptools"} >= {
         line.split("==")[0].lower() for line in listed.split()
     }

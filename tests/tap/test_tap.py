@@ -186,7 +186,8 @@ def test_events_without_ids_get_their_run_and_the_agent_answers_unchanged(
     wait = _wait(sidewatch, f"{thread}/i1")
     sent = [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
     assert events == sent
-    assert ("deploy", 6, 0) == (wait["action"], tap.sent, tap.dropped)  # input + 5 events
+    # input + 5 events + the interrupt's route
+    assert ("deploy", 7, 0) == (wait["action"], tap.sent, tap.dropped)
 
 
 def test_a_full_queue_drops_and_counts_instead_of_waiting() -> None:
@@ -285,4 +286,4 @@ def test_a_daemon_down_across_retries_loses_no_line(
         _stop(daemon)
     assert 200 == answer.status_code
     assert retried >= 4
-    assert ("deploy", 6, 0) == (wait["action"], tap.sent, tap.dropped)
+    assert ("deploy", 7, 0) == (wait["action"], tap.sent, tap.dropped)
