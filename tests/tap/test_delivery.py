@@ -17,14 +17,11 @@ import pytest
 from ag_ui_adk import add_adk_fastapi_endpoint
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.types import interrupt
 
 from sidewatch.tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server, _start, _stop
 from tests.producers.capture_adk import ONE_CALL, make_agent
-from tests.tap.test_tap import _Serve, _sse_app, _wait
+from tests.tap.test_tap import _Serve, _sse_app, _wait, approval_graph
 
 # Route is the evidence under test: the handle and heartbeats (item 3) are marked ignored, so a
 # delivered approval is plainly WAITING, and one that was not is UNROUTABLE.
@@ -45,19 +42,8 @@ def sidewatch(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> I
 
 def _agent(gate: threading.Event | None = None) -> FastAPI:
     """ag-ui-langgraph over a graph that asks for approval (once `gate` is open)."""
-
-    def approve(state: MessagesState) -> dict:
-        if gate is not None:
-            gate.wait(20)
-        interrupt({"reason": "tool_approval", "message": "Deploy checkout?"})
-        return {}
-
-    g = StateGraph(MessagesState)
-    g.add_node("approve", approve)
-    g.add_edge(START, "approve")
-    g.add_edge("approve", END)
     app = FastAPI()
-    agent = LangGraphAgent(name="demo", graph=g.compile(checkpointer=InMemorySaver()))
+    agent = LangGraphAgent(name="demo", graph=approval_graph(gate=gate))
     add_langgraph_fastapi_endpoint(app, agent, "/agent")
     return app
 

@@ -14,7 +14,7 @@ import pytest
 from sidewatch.tap.evidence import Evidence, evidence_line
 from tests.daemon import test_e2e
 from tests.daemon.test_e2e import Server, _start, _stop
-from tests.tap.test_tap import _wait
+from tests.tap.test_tap import _wait, deploy_wait
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -28,21 +28,7 @@ def sidewatch(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> I
 
 def _announce(server: Server, thread: str) -> str:
     """A wait (interrupt i1 of run r1, the tool `deploy`), as an agent's stream announces it."""
-    lines = [
-        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
-        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "deploy"},
-        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"env": "prod"}'},
-        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-        {
-            "type": "RUN_FINISHED",
-            "threadId": thread,
-            "runId": "r1",
-            "outcome": {
-                "type": "interrupt",
-                "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}],
-            },
-        },
-    ]
+    lines = deploy_wait(thread)
     body = "".join(json.dumps(line) + "\n" for line in lines)
     answer = httpx.post(
         f"{server.url}/v1/events",

@@ -14,28 +14,17 @@ import httpx
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.types import interrupt
 
 from sidewatch.tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server
 from tests.tap.test_robust import _Sink
-from tests.tap.test_tap import _Serve, _wait, sidewatch  # noqa: F401  (the fixture)
+from tests.tap.test_tap import _Serve, _wait, approval_graph, sidewatch  # noqa: F401  (the fixture)
 
 S = "SENTINEL-7f3a"  # each field below carries S plus where it was put
 
 
 def _graph():  # type: ignore[no-untyped-def]
-    def approve(state: MessagesState) -> dict:
-        interrupt({"reason": "tool_approval", "message": f"{S}-interrupt-message"})
-        return {}
-
-    g = StateGraph(MessagesState)
-    g.add_node("approve", approve)
-    g.add_edge(START, "approve")
-    g.add_edge("approve", END)
-    return g.compile(checkpointer=InMemorySaver())
+    return approval_graph(f"{S}-interrupt-message")
 
 
 def _scripted(thread: str) -> list[dict]:

@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -78,9 +79,38 @@ def _wait(server: Server, request_id: str, state: str | None = None) -> dict:
     raise AssertionError(f"{request_id} never reached {state}: {body.get('state')}")
 
 
-def _approval_graph():  # type: ignore[no-untyped-def]
+def deploy_wait(
+    thread: str, *between: dict[str, Any], args: str = '{"env": "prod"}'
+) -> list[dict[str, Any]]:
+    """A stream announcing one wait: interrupt i1 of run r1 for the tool call c1 `deploy`
+    (arguments `args`), with `between` after the run's start."""
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
+        *between,
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "deploy"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": args},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": "r1",
+            "outcome": {
+                "type": "interrupt",
+                "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}],
+            },
+        },
+    ]
+
+
+def approval_graph(  # type: ignore[no-untyped-def]
+    message: str = "Deploy checkout?", gate: threading.Event | None = None
+):
+    """A LangGraph graph whose one node asks for approval (once `gate` is open)."""
+
     def approve(state: MessagesState) -> dict:
-        interrupt({"reason": "tool_approval", "message": "Deploy checkout?"})
+        if gate is not None:
+            gate.wait(20)
+        interrupt({"reason": "tool_approval", "message": message})
         return {}
 
     g = StateGraph(MessagesState)
@@ -93,7 +123,7 @@ def _approval_graph():  # type: ignore[no-untyped-def]
 def test_a_langgraph_endpoint_behind_the_tap_reaches_resumed(sidewatch: Server) -> None:
     app = FastAPI()
     add_langgraph_fastapi_endpoint(
-        app, LangGraphAgent(name="demo", graph=_approval_graph()), "/agent"
+        app, LangGraphAgent(name="demo", graph=approval_graph()), "/agent"
     )
     tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.2)
     app.add_middleware(TapMiddleware, tap=tap)  # the one line (with url=... in the README)
@@ -158,22 +188,11 @@ def test_events_without_ids_get_their_run_and_the_agent_answers_unchanged(
     sidewatch: Server,
 ) -> None:
     thread = f"tap-{uuid.uuid4().hex[:8]}"
-    events = [
-        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
+    events = deploy_wait(
+        thread,
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "secret words"},
-        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "deploy"},
-        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"},
-        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-        {
-            "type": "RUN_FINISHED",
-            "threadId": thread,
-            "runId": "r1",
-            "outcome": {
-                "type": "interrupt",
-                "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}],
-            },
-        },
-    ]
+        args="{}",
+    )
     tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.2)
     app = TapMiddleware(_sse_app(events), tap=tap)
 
@@ -242,21 +261,7 @@ def test_a_daemon_down_across_retries_loses_no_line(
     tmp = tmp_path_factory.mktemp("restart")
     daemon = _start(tmp, module_db_url)
     thread = f"tap-{uuid.uuid4().hex[:8]}"
-    events = [
-        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
-        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "deploy"},
-        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"env": "prod"}'},
-        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-        {
-            "type": "RUN_FINISHED",
-            "threadId": thread,
-            "runId": "r1",
-            "outcome": {
-                "type": "interrupt",
-                "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}],
-            },
-        },
-    ]
+    events = deploy_wait(thread)
     tap = Tap(
         f"{daemon.url}/v1/events",
         flush_seconds=0.1,
