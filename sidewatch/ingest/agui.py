@@ -337,6 +337,15 @@ class Interpreter:
     def _emit(self, fact: Fact) -> None:
         self.result.facts.append(fact)
 
+    def _finding(
+        self, rule: str, *, thread: str, run: str, interrupt_id: str | None, at: int, seq: int
+    ) -> None:
+        self._emit(
+            FindingFact(
+                rule=rule, at=at, seq=seq, thread_id=thread, run_id=run, interrupt_id=interrupt_id
+            )
+        )
+
     # -- runs and inputs ----------------------------------------------------------------
 
     def _input(self, inp: RunAgentInput, n: int, obj: dict[str, Any]) -> None:
@@ -439,15 +448,8 @@ class Interpreter:
             return "run"
         if kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts"):
             # The protocol requires at least one interrupt; the run still ended.
-            self._emit(
-                FindingFact(
-                    rule="interrupt_outcome_empty",
-                    at=at,
-                    seq=seq,
-                    thread_id=thread,
-                    run_id=run,
-                    interrupt_id=None,
-                )
+            self._finding(
+                "interrupt_outcome_empty", thread=thread, run=run, interrupt_id=None, at=at, seq=seq
             )
             self._emit(
                 RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq)
@@ -469,15 +471,13 @@ class Interpreter:
         seen: set[str] = set()
         for it in interrupts:
             if it.id in seen:
-                self._emit(
-                    FindingFact(
-                        rule="duplicate_interrupt_id",
-                        at=at,
-                        seq=seq,
-                        thread_id=thread,
-                        run_id=run,
-                        interrupt_id=it.id,
-                    )
+                self._finding(
+                    "duplicate_interrupt_id",
+                    thread=thread,
+                    run=run,
+                    interrupt_id=it.id,
+                    at=at,
+                    seq=seq,
                 )
             seen.add(it.id)
             meta = it.metadata if isinstance(it.metadata, dict) else {}
@@ -527,15 +527,13 @@ class Interpreter:
                 action, digest = claimed[0].name, digest or claimed[1]
         expires = _parse_time(expires_raw) if expires_raw is not None else None
         if expires_raw is not None and expires is None:
-            self._emit(
-                FindingFact(
-                    rule="expires_at_unparsable",
-                    at=at,
-                    seq=seq,
-                    thread_id=thread,
-                    run_id=run,
-                    interrupt_id=interrupt_id,
-                )
+            self._finding(
+                "expires_at_unparsable",
+                thread=thread,
+                run=run,
+                interrupt_id=interrupt_id,
+                at=at,
+                seq=seq,
             )
         self._emit(
             InterruptFact(
@@ -695,15 +693,13 @@ class Interpreter:
                     interrupt_id = announced[unnamed - 1]
                 else:
                     interrupt_id = f"{run}#{unnamed}"
-                    self._emit(
-                        FindingFact(
-                            rule="legacy_interrupt_without_id",
-                            at=at,
-                            seq=seq,
-                            thread_id=thread,
-                            run_id=run,
-                            interrupt_id=interrupt_id,
-                        )
+                    self._finding(
+                        "legacy_interrupt_without_id",
+                        thread=thread,
+                        run=run,
+                        interrupt_id=interrupt_id,
+                        at=at,
+                        seq=seq,
                     )
             if interrupt_id in announced:
                 continue  # the outcome says it all, and more
