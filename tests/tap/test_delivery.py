@@ -21,7 +21,14 @@ from fastapi import FastAPI
 from sidewatch.tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server, _start, _stop
 from tests.producers.capture_adk import ONE_CALL, make_agent
-from tests.tap.test_tap import _Serve, _sse_app, _wait, approval_graph
+from tests.tap.test_tap import (
+    _Serve,
+    _sse_app,
+    _wait,
+    agent_input,
+    approval_graph,
+    interrupt_id_of,
+)
 
 # Route is the evidence under test: the handle and heartbeats (item 3) are marked ignored, so a
 # delivered approval is plainly WAITING, and one that was not is UNROUTABLE.
@@ -48,26 +55,6 @@ def _agent(gate: threading.Event | None = None) -> FastAPI:
     return app
 
 
-def _input(thread: str) -> dict[str, Any]:
-    return {
-        "threadId": thread,
-        "runId": "run-1",
-        "messages": [],
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
-
-
-def _interrupt_id(stream: str) -> str:
-    return next(
-        json.loads(line[5:])["rawEvent"]["id"]
-        for line in stream.splitlines()
-        if line.startswith("data:") and '"on_interrupt"' in line
-    )
-
-
 def _routes(wait: dict) -> list[dict]:
     return [item for item in wait["timeline"] if item["kind"] == "route"]
 
@@ -77,9 +64,9 @@ def test_a_delivered_approval_is_routed_to_the_thread_and_stays_waiting(sidewatc
     thread = f"dlv-{uuid.uuid4().hex[:8]}"
 
     with _Serve(TapMiddleware(_agent(), tap=tap)) as agent:
-        answer = httpx.post(f"{agent}/agent", json=_input(thread), timeout=30)
+        answer = httpx.post(f"{agent}/agent", json=agent_input(thread), timeout=30)
         tap.close()
-    request_id = f"{thread}/{_interrupt_id(answer.text)}"
+    request_id = f"{thread}/{interrupt_id_of(answer.text)}"
     _wait(sidewatch, request_id)
     time.sleep(2.5)  # past routeGrace (1s) and an auditor tick
     wait = _wait(sidewatch, request_id)
@@ -113,7 +100,7 @@ def test_a_client_gone_before_the_interrupt_is_written_makes_it_unroutable(
 
     with _Serve(_Asgi24(tapped)) as agent:
         port = int(agent.rsplit(":", 1)[1])
-        body = json.dumps(_input(thread)).encode()
+        body = json.dumps(agent_input(thread)).encode()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
             client.sendall(
                 b"POST /agent HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\n"
@@ -150,9 +137,9 @@ def test_with_delivery_off_the_tap_sends_no_route(sidewatch: Server) -> None:
     thread = f"dlv-{uuid.uuid4().hex[:8]}"
 
     with _Serve(TapMiddleware(_agent(), tap=tap, delivery=False)) as agent:
-        answer = httpx.post(f"{agent}/agent", json=_input(thread), timeout=30)
+        answer = httpx.post(f"{agent}/agent", json=agent_input(thread), timeout=30)
         tap.close()
-    wait = _wait(sidewatch, f"{thread}/{_interrupt_id(answer.text)}")
+    wait = _wait(sidewatch, f"{thread}/{interrupt_id_of(answer.text)}")
 
     assert ([], "none") == (_routes(wait), wait["evidence"]["route"])
     assert "route" in wait["missing"]
@@ -214,7 +201,7 @@ def test_an_adk_confirmation_behind_the_tap_gets_the_same_delivery_evidence(
     add_adk_fastapi_endpoint(app, make_agent(ONE_CALL), "/agent")
     tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.1)
     thread = f"dlv-{uuid.uuid4().hex[:8]}"
-    run = {**_input(thread), "messages": [{"id": "u1", "role": "user", "content": "Delete it."}]}
+    run = agent_input(thread, messages=[{"id": "u1", "role": "user", "content": "Delete it."}])
 
     with _Serve(TapMiddleware(app, tap=tap)) as agent:
         answer = httpx.post(f"{agent}/agent", json=run, timeout=60)

@@ -18,7 +18,13 @@ from fastapi.responses import StreamingResponse
 from sidewatch.tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server
 from tests.tap.test_robust import _Sink
-from tests.tap.test_tap import _Serve, _wait, approval_graph, sidewatch  # noqa: F401  (the fixture)
+from tests.tap.test_tap import (  # noqa: F401  (sidewatch: the fixture)
+    _Serve,
+    _wait,
+    approval_graph,
+    interrupt_id_of,
+    sidewatch,
+)
 
 S = "SENTINEL-7f3a"  # each field below carries S plus where it was put
 
@@ -104,11 +110,7 @@ def test_no_sentinel_leaves_the_agent_process(sidewatch: Server) -> None:  # noq
         content=sent + b"\n",
         headers={"Content-Type": "application/x-ndjson"},
     ).json()
-    interrupt_id = next(
-        json.loads(line[5:])["rawEvent"]["id"]
-        for line in responses[0].text.splitlines()
-        if line.startswith("data:") and '"on_interrupt"' in line
-    )
+    interrupt_id = interrupt_id_of(responses[0].text)
 
     assert [200] * 5 == [r.status_code for r in responses]
     assert all(S in r.text for r in responses[:3])  # the agent did stream the sentinels

@@ -102,6 +102,29 @@ def deploy_wait(
     ]
 
 
+def agent_input(thread: str, run: str = "run-1", **fields: Any) -> dict[str, Any]:
+    """A RunAgentInput for the agent endpoint: no messages, tools or state unless given."""
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": [],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **fields,
+    }
+
+
+def interrupt_id_of(stream: str) -> str:
+    """The id of the interrupt ag-ui-langgraph announced in an SSE answer."""
+    return next(
+        json.loads(line[5:])["rawEvent"]["id"]
+        for line in stream.splitlines()
+        if line.startswith("data:") and '"on_interrupt"' in line
+    )
+
+
 def approval_graph(  # type: ignore[no-untyped-def]
     message: str = "Deploy checkout?", gate: threading.Event | None = None
 ):
@@ -132,34 +155,16 @@ def test_a_langgraph_endpoint_behind_the_tap_reaches_resumed(sidewatch: Server) 
     with _Serve(app) as agent:
         first = httpx.post(
             f"{agent}/agent",
-            json={
-                "threadId": thread,
-                "runId": "run-1",
-                "messages": [],
-                "state": {},
-                "tools": [],
-                "context": [],
-                "forwardedProps": {},
-            },
+            json=agent_input(thread),
             headers={"accept": "text/event-stream"},
             timeout=30,
         )
-        interrupt_id = next(
-            json.loads(line[5:])["rawEvent"]["id"]
-            for line in first.text.splitlines()
-            if line.startswith("data:") and '"on_interrupt"' in line
-        )
+        interrupt_id = interrupt_id_of(first.text)
         second = httpx.post(
             f"{agent}/agent",
-            json={
-                "threadId": thread,
-                "runId": "run-2",
-                "messages": [],
-                "state": {},
-                "tools": [],
-                "context": [],
-                "forwardedProps": {"command": {"resume": {"approved": True}}},
-            },
+            json=agent_input(
+                thread, "run-2", forwardedProps={"command": {"resume": {"approved": True}}}
+            ),
             headers={"accept": "text/event-stream"},
             timeout=30,
         )
