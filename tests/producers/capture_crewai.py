@@ -11,9 +11,11 @@ Writes crewai-<scenario>.ndjson files. Each line is either
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -21,18 +23,21 @@ from typing import Any
 
 # crewai keeps paused flows in its storage dir and phones home unless told not to: a scratch
 # dir, no telemetry, no tracing (before crewai is imported).
-os.environ.setdefault("CREWAI_STORAGE_DIR", tempfile.mkdtemp(prefix="crewai-capture-"))
+if "CREWAI_STORAGE_DIR" not in os.environ:
+    _scratch = tempfile.mkdtemp(prefix="crewai-capture-")
+    atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
+    os.environ["CREWAI_STORAGE_DIR"] = _scratch
 os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
 os.environ["OTEL_SDK_DISABLED"] = "true"
 os.environ["CREWAI_TRACING_ENABLED"] = "false"
 
-from ag_ui_crewai import agui_feedback_provider  # noqa: E402
-from ag_ui_crewai.endpoint import add_crewai_flow_fastapi_endpoint  # noqa: E402
-import crewai.flow.runtime as crewai_runtime  # noqa: E402
-from crewai.flow import Flow, human_feedback, listen, start  # noqa: E402
-from crewai.llms.base_llm import BaseLLM  # noqa: E402
-from fastapi import FastAPI  # noqa: E402
-from fastapi.testclient import TestClient  # noqa: E402
+import crewai.flow.runtime as crewai_runtime
+from ag_ui_crewai import agui_feedback_provider
+from ag_ui_crewai.endpoint import add_crewai_flow_fastapi_endpoint
+from crewai.flow import Flow, human_feedback, listen, start
+from crewai.llms.base_llm import BaseLLM
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
 _PROMPT = re.compile(r"Feedback: (.*?)\n\nPossible outcomes: (.*?)\n", re.S)
 
@@ -190,7 +195,11 @@ def resolved(interrupt_id: str | None, payload: Any) -> dict[str, Any]:
 
 
 def one_answer(
-    out: Path, name: str, flow: Flow, answer: dict[str, Any] | None, **options: Any  # type: ignore[type-arg]
+    out: Path,
+    name: str,
+    flow: Flow,
+    answer: dict[str, Any] | None,
+    **options: Any,  # type: ignore[type-arg]
 ) -> Client:
     c = Client(flow, f"thread-crewai-{name}", **options)
     c.run(user="Please go ahead.")
@@ -210,7 +219,11 @@ def main(outdir: str) -> None:
     # a cancel is sent to crewai as empty feedback: it resolves to the first outcome
     one_answer(out, "cancel-default", PurgeFlow(), {"status": "cancelled"})
     one_answer(
-        out, "approve-outcome", ApproveFlow(), resolved(None, "approved"), emit_interrupt_outcome=True
+        out,
+        "approve-outcome",
+        ApproveFlow(),
+        resolved(None, "approved"),
+        emit_interrupt_outcome=True,
     )
     one_answer(
         out, "cancel-outcome", PurgeFlow(), {"status": "cancelled"}, emit_interrupt_outcome=True

@@ -26,8 +26,8 @@ from agent_framework import (
     ChatResponse,
     ChatResponseUpdate,
     Content,
-    Message,
     Executor,
+    Message,
     WorkflowBuilder,
     WorkflowContext,
     handler,
@@ -49,7 +49,9 @@ TWO_CALLS = [
 ]
 
 
-class ScriptedClient(FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer, BaseChatClient):  # type: ignore[misc]
+class ScriptedClient(
+    FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer, BaseChatClient
+):  # type: ignore[misc]
     """No-network fake model: a user text asking for work gets the scripted function calls,
     function results get a short text, anything else "You are welcome."."""
 
@@ -193,7 +195,9 @@ class Review(Executor):
         )
 
     @response_handler
-    async def answered(self, original: dict[str, Any], reply: str, ctx: WorkflowContext[str]) -> None:
+    async def answered(
+        self, original: dict[str, Any], reply: str, ctx: WorkflowContext[str]
+    ) -> None:
         if reply.strip().lower() != "yes":
             await ctx.request_info(
                 request_data={"question": "Really not?"}, response_type=str, request_id=PURGE
