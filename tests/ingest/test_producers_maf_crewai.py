@@ -10,7 +10,7 @@ import pytest
 
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.daemon.pipeline import Audited, audit, ingest_unit, ref_protector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.ingest.test_producers import NOW, QUIET, verdicts_of
@@ -79,14 +79,14 @@ def _verdicts(db_url: str, name: str) -> list[tuple[str, str | None, bool]]:
     return verdicts_of(db_url, (PRODUCERS / f"{name}.ndjson").read_bytes())
 
 
-def _waits(db_url: str, name: str) -> list[object]:
+def _waits(db_url: str, name: str) -> list[Audited]:
     engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / f"{name}.ndjson").read_bytes()
     ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()
-    return list(waits)
+    return waits
 
 
 @pytest.mark.parametrize(("name", "expected"), MAF.items(), ids=list(MAF))
@@ -116,7 +116,7 @@ def test_crewai_streams_get_the_verdicts_of_what_happened(
 def test_an_agent_framework_approval_is_the_gated_call_not_confirm_changes(db_url: str) -> None:
     (wait,) = _waits(db_url, "maf-approve")
 
-    ev = wait.evidence  # type: ignore[attr-defined]
+    ev = wait.evidence
     assert ("delete_file", "tool_call", "call_del_1") == (ev.action, ev.reason, ev.tool_call_id)
     assert ev.interrupt_id.startswith("af-call-")
 
@@ -124,7 +124,7 @@ def test_an_agent_framework_approval_is_the_gated_call_not_confirm_changes(db_ur
 def test_a_workflow_request_asked_again_under_its_own_id_is_a_new_wait(db_url: str) -> None:
     waits = _waits(db_url, "maf-workflow-request-info")
 
-    got = [(w.evidence.request_id, w.evidence.reason) for w in waits]  # type: ignore[attr-defined]
+    got = [(w.evidence.request_id, w.evidence.reason) for w in waits]
     assert [
         ("thread-maf-workflow/review-purge", "input_required"),
         ("thread-maf-workflow/review-purge@run-2", "input_required"),
@@ -134,7 +134,7 @@ def test_a_workflow_request_asked_again_under_its_own_id_is_a_new_wait(db_url: s
 def test_every_crewai_pause_of_a_thread_is_named_by_the_thread_id(db_url: str) -> None:
     waits = _waits(db_url, "crewai-two-pauses")
 
-    got = [(w.evidence.interrupt_id, w.evidence.reason) for w in waits]  # type: ignore[attr-defined]
+    got = [(w.evidence.interrupt_id, w.evidence.reason) for w in waits]
     assert [("thread-crewai-two-pauses", "crewai:human_feedback")] * 2 == got
 
 
@@ -159,7 +159,7 @@ FINDINGS = {
 def test_where_a_producer_breaks_ag_ui_1_0_the_wait_says_which_rule(
     db_url: str, name: str, expected: list[tuple[str, ...]]
 ) -> None:
-    got = [w.verdict.findings for w in _waits(db_url, name)]  # type: ignore[attr-defined]
+    got = [w.verdict.findings for w in _waits(db_url, name)]
 
     assert expected == got
 
@@ -175,3 +175,23 @@ def test_a_second_crewai_resume_entry_is_a_thread_finding(db_url: str) -> None:
     engine.dispose()
 
     assert ["answer_unknown_interrupt"] == [f.rule for f in found]
+
+
+# What the captures carry that is content: messages, arguments, step outputs, answer labels.
+CONTENT = {
+    "crewai-own-label-refused": [b"Purge the cache?", b"purge the cache", b"purge_refused"],
+    "maf-approve-edited-args": [b"/tmp/demo.txt", b"/tmp/other.txt", b"Please delete"],
+    "maf-workflow-request-info": [b"Purge the cache?", b"Really not?"],
+}
+
+
+@pytest.mark.parametrize(("name", "secrets"), CONTENT.items(), ids=list(CONTENT))
+def test_a_producer_wait_is_stored_by_its_ids_without_its_content(
+    tmp_path: Path, name: str, secrets: list[bytes]
+) -> None:
+    db = tmp_path / "sidewatch.db"
+    (wait, *_) = _waits(f"sqlite:///{db}", name)
+
+    assert wait.evidence.interrupt_id in (PRODUCERS / f"{name}.ndjson").read_text()
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert [] == [s for s in secrets if s in stored]
