@@ -13,6 +13,10 @@ CHROMIUM ?= /usr/bin/chromium
 CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 	--disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
 EXAMPLE := reports/sidewatch-report-example
+# Integrations whose pins clash with sidewatch's own (tests/producers drives each live in its
+# own venv): rebuilt from scratch when their pinned requirements change, kept otherwise.
+MAF_VENV := $(TOOLS)/venv-maf
+CREWAI_VENV := $(TOOLS)/venv-crewai
 
 .PHONY: run demo test lint typecheck unit bench soak clean
 
@@ -22,7 +26,8 @@ run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
-test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) lint typecheck unit ## everything CI runs
+test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) $(MAF_VENV) $(CREWAI_VENV) \
+	lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -31,7 +36,7 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-unit: $(VENV)/.installed-test
+unit: $(VENV)/.installed-test $(MAF_VENV) $(CREWAI_VENV)
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured in the same run
@@ -65,6 +70,20 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,postgres,nats]'
 	touch $@ $(VENV)/.installed
+
+# Microsoft Agent Framework's AG-UI integration pins ag-ui-protocol<0.2: its own venv, never .venv
+$(MAF_VENV): tests/producers/requirements-maf.txt
+	rm -rf $@
+	$(PYTHON) -m venv $@
+	$@/bin/pip install -q -r $<
+	touch $@
+
+# ag-ui-crewai pulls crewai (about 1.3 GB): built once, kept until its pins change
+$(CREWAI_VENV): tests/producers/requirements-crewai.txt
+	rm -rf $@
+	$(PYTHON) -m venv $@
+	$@/bin/pip install -q -r $<
+	touch $@
 
 # promtool (and a real Prometheus) from Debian's package, unpacked without starting a service.
 $(PROMTOOL):

@@ -45,6 +45,9 @@ from sidewatch.ingest.dialects import (
     adk_answer,
     adk_original,
     adk_original_of_meta,
+    crewai_interrupt,
+    first_outcome_decision,
+    is_crewai,
     legacy_interrupt,
     legacy_resume,
 )
@@ -146,6 +149,10 @@ class Interpreter:
         self._adk_pending: dict[tuple[str, str], list[tuple[str, int, int]]] = {}  # per run
         # legacy on_interrupt events per run, until the run's end says what their ids are
         self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int]]] = {}
+        # ag-ui-crewai: its pauses held per run until the run's end, and then (thread,
+        # interrupt id) -> (the run that announced it last, what a cancel of it runs)
+        self._crewai_held: dict[tuple[str, str], list[tuple[str, Code | None]]] = {}
+        self._crewai: dict[tuple[str, str], tuple[str, Code | None]] = {}
 
     # -- entry points ------------------------------------------------------------------
 
@@ -411,6 +418,7 @@ class Interpreter:
                     digest=digest,
                 )
             )
+        facts += self._crewai_cancels(inp, thread, at, seq)
         self._set_ctx(thread, run)
         self.result.facts.extend(facts)
 
@@ -435,11 +443,13 @@ class Interpreter:
         outcome = obj.get("outcome")
         kind = outcome.get("type") if isinstance(outcome, dict) else outcome
         if kind is None or kind == "success":
+            self._crewai_run_end(thread, run, at, seq, success=True)
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
             self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.FINISHED, at=at, seq=seq))
             return "run"
         if kind == "cancelled":
+            self._crewai_run_end(thread, run, at, seq, success=False)
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
             self._emit(
@@ -454,6 +464,7 @@ class Interpreter:
             self._emit(
                 RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq)
             )
+            self._crewai_run_end(thread, run, at, seq, success=False)
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
             return "interrupt"
@@ -492,6 +503,10 @@ class Interpreter:
                 expires_raw=it.expires_at,
                 meta=meta,
             )
+        for it in interrupts:  # ag-ui-crewai's opt-in 1.0 outcome
+            if is_crewai(None, it.metadata):
+                self._crewai[(thread, it.id)] = (run, first_outcome_decision(it.response_schema))
+        self._crewai_run_end(thread, run, at, seq, success=False)
         self._flush_legacy(thread, run, [it.id for it in interrupts])
         self._flush_adk(thread, run, [it.id for it in interrupts])
         return "interrupt"
@@ -669,7 +684,10 @@ class Interpreter:
         """Held until the run ends: its id may only be known from the run's 1.0 outcome, and
         when the outcome announces the same interrupt, the outcome's richer fact is kept."""
         thread, run = self._run(obj, "CUSTOM on_interrupt")
+        crewai = crewai_interrupt(obj.get("value")) if obj.get("rawEvent") is None else None
         legacy = legacy_interrupt(obj.get("value"), obj.get("rawEvent"))
+        if crewai is not None:  # ag-ui-crewai: the value is the Interrupt object itself
+            legacy = crewai.interrupt
         _checked_or_none(legacy.interrupt_id, "CUSTOM on_interrupt: rawEvent.id")
         _checked_or_none(legacy.reason, "CUSTOM on_interrupt: value.reason")
         _checked_or_none(legacy.tool_call_id, "CUSTOM on_interrupt: value.toolCallId")
@@ -678,7 +696,47 @@ class Interpreter:
         self._legacy.setdefault((thread, run), []).append(
             (legacy, self._at(obj), self.seq_base + n)
         )
+        if crewai is not None and legacy.interrupt_id is not None:
+            self._crewai_held.setdefault((thread, run), []).append(
+                (legacy.interrupt_id, crewai.first_outcome)
+            )
         return "interrupt"
+
+    # -- ag-ui-crewai: where it contradicts AG-UI 1.0 ---------------------------------------
+
+    def _crewai_run_end(self, thread: str, run: str, at: int, seq: int, *, success: bool) -> None:
+        """At a run's end, its crewai pauses are known (for a later cancel of them); a run
+        that paused and still ended in success (ag-ui-crewai's default) is a finding."""
+        for interrupt_id, first in self._crewai_held.pop((thread, run), []):
+            self._crewai[(thread, interrupt_id)] = (run, first)
+            if success:
+                self._finding(
+                    "interrupt_reported_as_success",
+                    thread=thread,
+                    run=run,
+                    interrupt_id=interrupt_id,
+                    at=at,
+                    seq=seq,
+                )
+
+    def _crewai_cancels(self, inp: RunAgentInput, thread: str, at: int, seq: int) -> list[Fact]:
+        """A cancel of a crewai pause is sent to crewai as empty feedback, which it resolves
+        to the step's first outcome: a finding, unless that outcome is a decline."""
+        found: list[Fact] = []
+        for entry in inp.resume or ():
+            known = self._crewai.get((thread, entry.interrupt_id))
+            if entry.status == "cancelled" and known is not None and known[1] is not Code.DECLINE:
+                found.append(
+                    FindingFact(
+                        rule="cancel_runs_first_outcome",
+                        at=at,
+                        seq=seq,
+                        thread_id=thread,
+                        run_id=known[0],
+                        interrupt_id=entry.interrupt_id,
+                    )
+                )
+        return found
 
     def _flush_legacy(self, thread: str, run: str, announced: list[str]) -> None:
         """Emit the run's legacy interrupts once its end is seen (`announced`: the ids of its

@@ -161,3 +161,57 @@ def adk_answer(message: Any) -> tuple[str, Code] | None:
     if not isinstance(value, dict) or not isinstance(value.get("confirmed"), bool):
         return None
     return call_id, Code.ACCEPT if value["confirmed"] else Code.DECLINE
+
+
+# --- ag-ui-crewai --------------------------------------------------------------------------
+#
+# By default a crewai `@human_feedback` pause is announced by `CUSTOM on_interrupt` whose
+# `value` is the AG-UI Interrupt *object* (`id`, `reason`, `message`, `responseSchema`,
+# `metadata.crewai`), not a JSON string, with no `rawEvent`, and then a plain `RUN_FINISHED`.
+# The id is the flow id, which the bridge sets to the thread id: every pause of a thread
+# reuses it. Answers are the step's outcome labels (`responseSchema.enum`); a cancel is sent
+# to crewai as empty feedback, which it resolves to the step's first outcome.
+
+
+@dataclass(frozen=True, slots=True)
+class CrewaiInterrupt:
+    """What a crewai pause says about the wait, and what a cancel of it does: the decision
+    its first outcome label reads as (`None`: no labels, so crewai's own default)."""
+
+    interrupt: LegacyInterrupt
+    first_outcome: Code | None
+
+
+def is_crewai(value: Any, meta: Any = None) -> bool:
+    """An `on_interrupt` value (or a 1.0 interrupt's metadata) of ag-ui-crewai."""
+    if isinstance(value, dict):
+        meta = value.get("metadata")
+    return isinstance(meta, dict) and isinstance(meta.get("crewai"), dict)
+
+
+def crewai_interrupt(value: Any) -> CrewaiInterrupt | None:
+    """Read an `on_interrupt` whose value is the Interrupt object itself (ag-ui-crewai);
+    `None` for any other value (ag-ui-langgraph's JSON string)."""
+    if not isinstance(value, dict) or not is_crewai(value):
+        return None
+    interrupt_id = value.get("id")
+    return CrewaiInterrupt(
+        LegacyInterrupt(
+            interrupt_id=interrupt_id if isinstance(interrupt_id, str) and interrupt_id else None,
+            reason=_str(value.get("reason")),
+            tool_call_id=_str(value.get("toolCallId")),
+            expires_at=_str(value.get("expiresAt")),
+            action=None,
+            digest=None,
+        ),
+        first_outcome_decision(value.get("responseSchema")),
+    )
+
+
+def first_outcome_decision(schema: Any) -> Code | None:
+    """The decision the first label of a `responseSchema.enum` reads as (the label is then
+    dropped): what crewai runs on a cancel."""
+    labels = schema.get("enum") if isinstance(schema, dict) else None
+    if not isinstance(labels, list) or not labels or not isinstance(labels[0], str):
+        return None
+    return decision_of(labels[0])[0]

@@ -1,0 +1,77 @@
+"""Microsoft Agent Framework's AG-UI integration and ag-ui-crewai, driven offline now (scripted
+fake models, no network), each in the venv `make` builds for it from its pinned requirements
+(`.tools/venv-maf`, `.tools/venv-crewai`): their pins clash with sidewatch's. Exactly what they
+emit is fed to sidewatch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.ingest.test_producers import verdicts_of
+from tests.ingest.test_producers_maf_crewai import CREWAI, MAF, MAF_NEEDS_ASSEMBLE
+
+HERE = Path(__file__).parent
+TOOLS = HERE.parents[1] / ".tools"
+VENVS = {"capture_maf.py": "venv-maf", "capture_crewai.py": "venv-crewai"}
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run both capture scripts once, each in its integration's own venv and process."""
+    out = tmp_path_factory.mktemp("producers")
+    for script, venv in VENVS.items():
+        python = TOOLS / venv / "bin" / "python"
+        assert python.exists(), f"{python} is missing: build it with `make .tools/{venv}`"
+        env = {**os.environ, "CREWAI_STORAGE_DIR": str(tmp_path_factory.mktemp("crewai"))}
+        env.pop("PYTHONPATH", None)  # the integration's venv alone, not sidewatch's path
+        done = subprocess.run(
+            [str(python), str(HERE / script), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env=env,
+        )
+        assert 0 == done.returncode, done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.parametrize(("name", "expected"), {**MAF, **CREWAI}.items(), ids=[*MAF, *CREWAI])
+def test_what_the_integration_emits_now_gets_the_verdicts_of_what_happened(
+    emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    assert expected == verdicts_of(db_url, (emitted / f"{name}.ndjson").read_bytes())
+
+
+@pytest.mark.xfail(strict=True, reason="a gated call dropped in a continuing run: assemble.py")
+@pytest.mark.parametrize(
+    ("name", "expected"), MAF_NEEDS_ASSEMBLE.items(), ids=list(MAF_NEEDS_ASSEMBLE)
+)
+def test_an_approved_call_agent_framework_drops_is_stuck(
+    emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    assert expected == verdicts_of(db_url, (emitted / f"{name}.ndjson").read_bytes())
+
+
+NEVER_ANSWERED = [
+    "maf-approve",
+    "maf-two-approve",
+    "maf-workflow-request-info",
+    "crewai-approve-default",
+    "crewai-approve-outcome",
+    "crewai-own-label-refused",
+]
+
+
+@pytest.mark.parametrize("name", NEVER_ANSWERED)
+def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, name: str) -> None:
+    lines = (emitted / f"{name}.ndjson").read_bytes().splitlines()
+    first_run = lines[: next(n for n, line in enumerate(lines) if b'"RUN_FINISHED"' in line) + 1]
+
+    got = verdicts_of(db_url, b"\n".join(first_run))
+
+    assert got and all(v == ("WAITING", None, False) for v in got)
