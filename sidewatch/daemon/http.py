@@ -32,6 +32,7 @@ from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.openapi import OPENAPI
 from sidewatch.daemon.origin import SameOrigin
 from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
+from sidewatch.daemon.ui import ROUTES as UI_ROUTES
 from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
@@ -351,6 +352,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            *UI_ROUTES,  # the wait pages and runbooks (daemon/ui.py)
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
