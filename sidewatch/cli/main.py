@@ -323,7 +323,7 @@ def report_cmd(
         raise click.BadParameter("the window must start after the year 1", param_hint="--at")
     cfg = _config(config_path, db)
     with _store(cfg) as engine:
-        body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
+        body = render(report(Store(engine), cfg.policies, end, window_ms), fmt, cfg.external_url)
     if output is None:
         click.echo(body.decode(), nl=False)
         return

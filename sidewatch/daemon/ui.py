@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from sidewatch.config import Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
-from sidewatch.core.text import safe
+from sidewatch.core.text import safe, wait_page_url
 from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.report.html import CSS as REPORT_CSS
@@ -80,12 +80,7 @@ ENV = Environment(
 )
 
 
-def wait_url(base: str, request_id: str) -> str:
-    """The page of one wait under `base` (an external URL, or empty for a path)."""
-    return f"{base.rstrip('/')}/ui/waits/{quote(request_id, safe='@:')}"
-
-
-ENV.filters["wait_href"] = lambda rid: wait_url("", rid)
+ENV.filters["wait_href"] = lambda rid: wait_page_url("", rid)
 ENV.globals["css"] = REPORT_CSS
 ENV.globals["ui_css"] = """
 nav{margin-bottom:8px;font-size:14px}a{color:#0969da}.big{font-size:22px;margin:6px 0}

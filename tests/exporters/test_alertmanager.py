@@ -370,3 +370,33 @@ def test_a_wait_on_unreported_evidence_is_a_ticket_to_the_operator_after_the_pag
     assert notes["summary"].endswith("is UNROUTABLE (uncertain: never reported: route)")
     assert notes["nextMove"].startswith("Uncertain: never reported (route).")
     assert "policy_owner" == notes["stateOwner"]
+
+
+def test_with_an_external_url_each_alert_links_to_its_wait_page(
+    alertmanager: str, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tests.daemon.test_e2e as e2e  # noqa: PLC0415
+
+    port = _free_port()
+    monkeypatch.setattr(e2e, "_free_port", lambda: port)
+    extra = f"alertmanager: {{url: '{alertmanager}', resendInterval: 2s}}\n"
+    server = _start(
+        tmp_path, db_url, extra=extra, server=f", externalUrl: 'http://127.0.0.1:{port}/'"
+    )
+    try:
+        body, _ = _seed_relative_to_now()
+        httpx.post(
+            f"{server.url}/v1/events",
+            content=body,
+            headers={"content-type": "application/x-ndjson"},
+        )
+        active = _until(lambda: len(_active(alertmanager)) == 4 and _active(alertmanager))
+        link = active["thread-deploy/int-deploy"]["generatorURL"]
+        page = httpx.get(link)
+    finally:
+        _stop(server)
+
+    assert f"http://127.0.0.1:{port}/ui/waits/thread-deploy%2Fint-deploy" == link
+    assert 200 == page.status_code
+    assert "<code>thread-deploy/int-deploy</code>" in page.text
+    assert "STUCK_AFTER_DECISION" in page.text and "Next safe move:" in page.text
