@@ -5,6 +5,7 @@ every console message, exception and log entry, and a screenshot."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import select
 import shutil
@@ -66,10 +67,8 @@ class Chromium:
         self.events: list[dict[str, Any]] = []
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, AssertionError):  # it may be gone already
             self.call("Browser.close")
-        except (OSError, AssertionError):
-            pass
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
