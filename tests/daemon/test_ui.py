@@ -200,6 +200,19 @@ def test_a_producers_markup_is_shown_as_text() -> None:
     assert "&lt;script&gt;" in html
 
 
+def test_a_long_timeline_is_shown_whole_with_times_relative_to_the_request(
+    guarded: TestClient,
+) -> None:
+    w = guarded.get(f"/v1/waits/{DEPLOY}", headers=bearer(READ_TOKEN)).json()
+    beat = {"kind": "heartbeat", "resumeHandle": True}
+    w["timeline"] += [{"at": w["evidence"]["requestedAt"], **beat}] * 1000
+
+    html = render_detail(w)
+
+    assert len(w["timeline"]) + len(w["transitions"]) == html.count("<tr><td class=num>")
+    assert 1000 <= html.count("<td>heartbeat</td>")
+
+
 def test_runbooks_are_served_by_name_and_nothing_else_is(guarded: TestClient) -> None:
     ok = guarded.get("/runbooks/stuck-after-decision.md")
     outside = guarded.get("/runbooks/..%2F..%2FREADME.md")
