@@ -55,6 +55,11 @@ report-screenshot: $(VENV)/.installed $(CHROMIUM) ## the reference report as HTM
 		--screenshot=$(abspath $(EXAMPLE).png) file://$(abspath $(EXAMPLE).html)
 	test -s $(EXAMPLE).png
 
+.PHONY: ui-screenshots
+ui-screenshots: $(VENV)/.installed-test $(CHROMIUM) ## the wait pages of the reference audit, shot for the README
+	$(PY) -m tests.daemon.ui_screenshots docs/images
+	test -s docs/images/ui-waits.png && test -s docs/images/ui-wait.png
+
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

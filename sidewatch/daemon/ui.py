@@ -84,8 +84,18 @@ ENV = Environment(
 
 
 ENV.filters["wait_href"] = lambda rid: wait_page_url("", rid)
-ENV.globals["css"] = REPORT_CSS
-ENV.globals["ui_css"] = """
+
+
+def _when(text: Any) -> Any:
+    """An ISO time as a person reads it: `2026-07-26 16:30:00 UTC` (to the second)."""
+    if isinstance(text, str) and text[10:11] == "T" and text.endswith("Z"):
+        return f"{text[:10]} {text[11:19]} UTC"
+    return text
+
+
+ENV.filters["when"] = _when
+ENV.globals["css"] = Markup(REPORT_CSS)  # noqa: S704 (our own style sheet, not a value)
+ENV.globals["ui_css"] = Markup("""
 nav{margin-bottom:8px;font-size:14px}a{color:#0969da}.big{font-size:22px;margin:6px 0}
 .verdict{border-left:8px solid var(--c)}.verdict .badge{font-size:24px}
 .tiles{grid-template-columns:repeat(4,1fr)}.tiles a{text-decoration:none}
@@ -94,7 +104,7 @@ nav{margin-bottom:8px;font-size:14px}a{color:#0969da}.big{font-size:22px;margin:
 .ev-never-reported strong{color:#6e7781;font-style:italic}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;white-space:pre-wrap;
  word-break:break-all;font:13px ui-monospace,Menlo,Consolas,monospace}
-"""
+""")
 
 
 def session_value(token: Token) -> str:

@@ -117,13 +117,26 @@ class Chromium:
             self.events.append(self._read(deadline))
 
     def visit(
-        self, url: str, headers: dict[str, str] | None = None, screenshot: bool = False
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        screenshot: bool = False,
+        width: int = 1280,
     ) -> Visit:
-        """Open `url` in a fresh tab (sending `headers` with every request of it)."""
+        """Open `url` in a fresh tab `width` pixels wide (sending `headers` with every request
+        of it); with `screenshot`, the whole page as PNG."""
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Page", "Network", "Runtime", "Log"):
             self.call(f"{domain}.enable", session)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            session,
+            width=width,
+            height=800,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         if headers:
             self.call("Network.setExtraHTTPHeaders", session, headers=headers)
         self.events.clear()

@@ -76,6 +76,7 @@ def test_the_list_puts_pages_first_then_tickets_then_long_waits(guarded: TestCli
     assert list(URGENCY) == listed_states(r.text)
     assert "text/html" in r.headers["content-type"]
     assert "default-src 'none'" in r.headers["content-security-policy"]
+    assert '.badge::before,.sw{content:"";' in r.text  # the style sheet itself is not escaped
 
 
 def test_the_list_counts_every_state_and_filters_by_state_policy_owner_uncertain(
