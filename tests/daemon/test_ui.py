@@ -3,6 +3,7 @@ Starlette's TestClient on a real SQLite store holding the reference six requests
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import html as htmllib
 import re
@@ -47,6 +48,7 @@ def text_of(html: str) -> str:
 
 
 def make(tmp_path: Path, now: int, **changes: Any) -> tuple[Daemon, TestClient]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     changes = {"allowed_hosts": ("testserver",), **changes}
     config = dataclasses.replace(Config(), db_url=f"sqlite:///{tmp_path / 'sw.db'}", **changes)
     daemon = Daemon(config)
@@ -228,3 +230,41 @@ def test_without_tokens_configured_the_pages_are_open_as_the_read_api_is(
     _, client = make(tmp_path, int(time.time()) * 1000)
 
     assert list(URGENCY) == listed_states(client.get("/ui/waits").text)
+
+
+def test_http_answers_are_counted_by_route_template_and_code(guarded: TestClient) -> None:
+    guarded.get("/ui/waits/no-such/wait", headers=bearer(READ_TOKEN))
+    guarded.get("/ui/waits")
+    guarded.get("/no/such/path/at/all")
+
+    metrics = guarded.get("/metrics", headers=bearer(READ_TOKEN)).text
+
+    assert (
+        'sidewatch_http_responses_total{code="404",route="/ui/waits/{request_id:path}"} 1.0'
+        in metrics
+    )
+    assert 'sidewatch_http_responses_total{code="401",route="/ui/waits"} 1.0' in metrics
+    assert 'sidewatch_http_responses_total{code="404",route="other"} 1.0' in metrics
+    assert 'sidewatch_http_responses_total{code="200",route="/v1/events"} 1.0' in metrics
+    assert "sidewatch_audit_interval_seconds 30.0" in metrics
+    assert "sidewatch_report_failures_total 0.0" in metrics
+
+
+def test_scheduled_report_runs_and_failures_are_counted_with_the_last_success(
+    tmp_path: Path,
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the reports should go")
+    good, _ = make(tmp_path / "good", int(time.time()) * 1000, report_directory=str(tmp_path))
+    bad, _ = make(tmp_path / "bad", int(time.time()) * 1000, report_directory=str(blocked))
+    for daemon in (good, bad):
+        daemon.lease.claim()
+        asyncio.run(daemon.nightly_report())
+
+    assert (1, 0) == (good.state.selfwatch.report_runs, good.state.selfwatch.report_failures)
+    assert good.state.selfwatch.report_last_success > 0
+    assert (1, 1, 0.0) == (
+        bad.state.selfwatch.report_runs,
+        bad.state.selfwatch.report_failures,
+        bad.state.selfwatch.report_last_success,
+    )
