@@ -44,6 +44,7 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/http_ingest.py --replicas 3
 	$(PY) bench/audit.py --pg
 	$(PY) bench/report.py
+	$(PY) bench/ui.py
 
 soak: $(VENV)/.installed-test ## ten minutes of mixed load with faults: counts agree, memory flat
 	$(PY) bench/soak.py
@@ -58,6 +59,11 @@ report-screenshot: $(VENV)/.installed $(CHROMIUM) ## the reference report as HTM
 	$(CHROMIUM) $(CHROMIUM_FLAGS) --user-data-dir="$$tmp/profile" --window-size=1280,2000 \
 		--screenshot=$(abspath $(EXAMPLE).png) file://$(abspath $(EXAMPLE).html)
 	test -s $(EXAMPLE).png
+
+.PHONY: ui-screenshots
+ui-screenshots: $(VENV)/.installed-test $(CHROMIUM) ## the wait pages of the reference audit, shot for the README
+	$(PY) -m tests.daemon.ui_screenshots docs/images
+	test -s docs/images/ui-waits.png && test -s docs/images/ui-wait.png
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

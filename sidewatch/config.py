@@ -68,6 +68,8 @@ class Config:
     keyed_digests: bool = False  # privacy.actionDigest: keyed (HMAC with the hash key)
     role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
     listen: str = DEFAULT_LISTEN
+    # Where people reach this daemon (https://sidewatch.example): alert and report links.
+    external_url: str | None = None
     tokens: tuple[Token, ...] = ()
     # Names the server is also reached by (Host), besides its listen address and loopback's.
     allowed_hosts: tuple[str, ...] = ()
@@ -254,8 +256,15 @@ def _server(
         "trustedProxies",
         "tls",
         "allowPlaintext",
+        "externalUrl",
     }
     _keys(server, "server", known, problems)
+    external = server.get("externalUrl")
+    if external is not None and (not isinstance(external, str) or not _EXTERNAL.match(external)):
+        problems.append(
+            "server.externalUrl: must be an http(s) URL without query, e.g. https://sw.example"
+        )
+        external = None
     listen = server.get("listen", DEFAULT_LISTEN)
     if not isinstance(listen, str) or not _LISTEN.match(listen):
         problems.append("server.listen: must be HOST:PORT, e.g. 127.0.0.1:9477")
@@ -280,9 +289,11 @@ def _server(
         "max_lines_per_unit": _lines(server, "maxLinesPerUnit", 100_000, problems),
         "max_line_bytes": _size(server, "maxLineBytes", 1024 * 1024, problems),
         "request_timeout_ms": timeout,
+        "external_url": external.rstrip("/") if external else None,
     }
 
 
+_EXTERNAL = re.compile(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", re.IGNORECASE)
 _HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+)$")
 _ORIGIN = re.compile(r"^https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+)(:\d{1,5})?$", re.IGNORECASE)
 

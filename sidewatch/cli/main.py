@@ -256,6 +256,8 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     GET  /v1/waits/{id}      one wait with its evidence timeline and transitions
     GET  /metrics            Prometheus metrics
     GET  /healthz, /readyz   liveness and readiness
+    GET  /ui/waits[/{id}]    the wait pages for on-call (read token; /ui/login signs in)
+    GET  /runbooks/{name}    the runbooks the alerts link to
 
     Without tokens it listens on loopback only; beyond loopback it serves HTTPS
     (server.tls), or plain HTTP only with server.allowPlaintext. Requests from other
@@ -323,7 +325,7 @@ def report_cmd(
         raise click.BadParameter("the window must start after the year 1", param_hint="--at")
     cfg = _config(config_path, db)
     with _store(cfg) as engine:
-        body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
+        body = render(report(Store(engine), cfg.policies, end, window_ms), fmt, cfg.external_url)
     if output is None:
         click.echo(body.decode(), nl=False)
         return

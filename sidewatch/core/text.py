@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from urllib.parse import quote
 
 ELLIPSIS = "\N{HORIZONTAL ELLIPSIS}"
 REPLACEMENT = "\N{REPLACEMENT CHARACTER}"
@@ -80,3 +81,9 @@ def md_text(value: object, limit: int = 200) -> str:
     text = safe(value, limit).strip().replace("@", AT)
     text = _MD_PUNCT.sub(lambda m: "\\" + m.group(), text)
     return re.sub("[&<>]", lambda m: _ENTITIES[m.group()], text)
+
+
+def wait_page_url(base: str, request_id: str) -> str:
+    """The daemon's page of one wait under `base` (`server.externalUrl`, or "" for a path):
+    the id percent-encoded, its `/` too, so that an id holding `..` stays one path segment."""
+    return f"{base.rstrip('/')}/ui/waits/{quote(request_id, safe='@:')}"

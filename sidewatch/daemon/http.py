@@ -32,6 +32,8 @@ from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.openapi import OPENAPI
 from sidewatch.daemon.origin import SameOrigin
 from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
+from sidewatch.daemon.selfwatch import CountAnswers, SelfCounters
+from sidewatch.daemon.ui import ROUTES as UI_ROUTES
 from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
@@ -57,6 +59,7 @@ class AppState:
     lease_held: Callable[[], bool] = lambda: True
     # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
     write_lock: threading.Lock = field(default_factory=threading.Lock)
+    selfwatch: SelfCounters = field(default_factory=SelfCounters)  # answers, report runs
 
 
 def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -342,19 +345,24 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(state: AppState, lifespan: Any = None) -> Starlette:
+    routes = [
+        Route("/v1/events", post_events, methods=["POST"]),
+        Route("/v1/waits", get_waits, methods=["GET"]),
+        Route("/v1/waits/{request_id:path}", get_wait, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        *UI_ROUTES,  # the wait pages and runbooks (daemon/ui.py)
+    ]
     app = Starlette(
-        routes=[
-            Route("/v1/events", post_events, methods=["POST"]),
-            Route("/v1/waits", get_waits, methods=["GET"]),
-            Route("/v1/waits/{request_id:path}", get_wait, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/openapi.json", openapi, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-        ],
+        routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
-        middleware=[Middleware(SameOrigin, config=state.config)],
+        middleware=[
+            Middleware(CountAnswers, counters=state.selfwatch, routes=routes),  # refusals too
+            Middleware(SameOrigin, config=state.config),
+        ],
     )
     app.state.sidewatch = state
     return app

@@ -20,8 +20,9 @@ from sidewatch.errors import SidewatchError
 NAME = re.compile(r"^sidewatch-report-(\d{4}-\d{2}-\d{2})\.(md|html|json)$")
 
 
-def render(report: dict[str, Any], fmt: str) -> bytes:
-    """The report in `fmt` (md, html or json)."""
+def render(report: dict[str, Any], fmt: str, external_url: str | None = None) -> bytes:
+    """The report in `fmt` (md, html or json); with `external_url`, the HTML report links
+    each wait to its page on the daemon."""
     # Renderers are imported here: each format's code loads only when it is asked for.
     if fmt == "json":
         return orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
@@ -32,7 +33,7 @@ def render(report: dict[str, Any], fmt: str) -> bytes:
     if fmt == "html":
         from sidewatch.report.html import render_html  # noqa: PLC0415
 
-        return render_html(report).encode()
+        return render_html(report, external_url).encode()
     raise SidewatchError(f"unknown report format {fmt!r}: md, html or json")
 
 
@@ -64,13 +65,14 @@ def write_reports(
     formats: tuple[str, ...],
     retention_ms: int,
     now: float | None = None,
+    external_url: str | None = None,
 ) -> list[Path]:
     """Write the window's report in every format, then prune reports past retention."""
     report = build()
     written = []
     for fmt in formats:
         path = directory / report_name(end_ms, fmt)
-        write_atomic(path, render(report, fmt))
+        write_atomic(path, render(report, fmt, external_url))
         written.append(path)
     prune(directory, retention_ms, time.time() if now is None else now)
     return written

@@ -39,6 +39,7 @@ from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.pipeline import ref_protector, report
 from sidewatch.daemon.reports import write_reports
+from sidewatch.daemon.selfwatch import SelfCollector
 from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
@@ -211,6 +212,8 @@ class Daemon:
 
             registry.register(JetStreamCollector(self.jetstream))
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
+        paths = sorted({str(getattr(r, "path", "")) for r in self.app.routes})
+        registry.register(SelfCollector(self.state.selfwatch, paths, config.audit_interval_ms))
         self._running: set[asyncio.Future[Any]] = set()  # store work in worker threads
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
@@ -220,6 +223,7 @@ class Daemon:
                 config.alertmanager_resend_ms,
                 config.alertmanager_max_per_push,
                 config.audit_interval_ms,
+                external_url=config.external_url,
             )
             if config.alertmanager_url
             else None
@@ -292,10 +296,14 @@ class Daemon:
                 end,
                 cfg.report_formats,
                 cfg.report_retention_ms,
+                None,  # now
+                cfg.external_url,
             )
         except Exception:
             log.exception("nightly report failed")
+            self.state.selfwatch.report_ran(ok=False)
             return
+        self.state.selfwatch.report_ran(ok=True)
         log.info("report written: %s", ", ".join(str(p) for p in paths))
 
     async def _in_worker(self, fn: Callable[..., T], *args: Any) -> T:

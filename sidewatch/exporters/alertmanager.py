@@ -15,7 +15,8 @@ A flood of problem waits cannot flood Alertmanager: one push (one a tick) carrie
 `max_per_push` alerts (resolutions first, then new alerts, pages before tickets and oldest
 first, then the resends that are due, longest unsent first) and the rest wait for the next
 ticks; after a failed push the next waits 10 s, doubling to 5 min. Label values are clean and
-at most 128 characters (`core.text.label`), the summary is escaped Markdown.
+at most 128 characters (`core.text.label`), the summary is escaped Markdown. With the
+daemon's `server.externalUrl`, each alert's `generatorURL` is the wait's page.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sidewatch.core.text import label, md_text, safe
+from sidewatch.core.text import label, md_text, safe, wait_page_url
 
 log = logging.getLogger("sidewatch.alertmanager")
 NO_ID = "a wait whose requestId is blank"  # the summary of an id with nothing to show
@@ -99,8 +100,10 @@ class AlertmanagerPush:
         max_per_push: int = MAX_PER_PUSH,
         tick_ms: int = 30_000,
         timeout_seconds: float = 5.0,
+        external_url: str | None = None,
     ) -> None:
         self.url = url.rstrip("/") + "/api/v2/alerts"
+        self.external_url = external_url  # None: alerts carry no generatorURL
         self.resend_ms = resend_ms
         self.max_per_push = max_per_push
         self.tick_ms = tick_ms
@@ -180,6 +183,8 @@ class AlertmanagerPush:
             },
             "endsAt": _iso(expiry),
         }
+        if self.external_url:
+            alert["generatorURL"] = wait_page_url(self.external_url, p.request_id)
         if p.unreported:
             alert["labels"] |= {"evidence": "unreported", "missing": p.unreported}
             alert["annotations"]["summary"] += f" (uncertain: never reported: {p.unreported})"

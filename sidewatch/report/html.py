@@ -10,7 +10,7 @@ from itertools import pairwise
 from typing import Any
 
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
-from sidewatch.core.text import safe
+from sidewatch.core.text import safe, wait_page_url
 from sidewatch.report.build import PROBLEM_STATES
 
 PROBLEMS = frozenset(s.value for s in PROBLEM_STATES)
@@ -56,18 +56,19 @@ figcaption{font-size:13px}figcaption span{margin-right:14px}
 LISTED = 500
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The report dict of `build_report` as a single HTML page that opens offline."""
+def render_html(report: dict[str, Any], external_url: str | None = None) -> str:
+    """The report dict of `build_report` as a single HTML page that opens offline; with
+    `external_url` (server.externalUrl), each wait's id links to its page on the daemon."""
     w = report["window"]
     title = f"sidewatch audit report, {w['start']} to {w['end']}"
     sections = [
         ("counts", "Waits at the window's end", _counts(report)),
         ("open", "Open waits by state over the window", _open_chart(report)),
-        ("problems", "Problem waits", _problems(report["problemWaits"])),
-        ("changed", "Other waits that moved in the window", _changed(report)),
-        ("transitions", "Transitions in the window", _transitions(report)),
+        ("problems", "Problem waits", _problems(report["problemWaits"], external_url)),
+        ("changed", "Other waits that moved in the window", _changed(report, external_url)),
+        ("transitions", "Transitions in the window", _transitions(report, external_url)),
         ("latency", "Decision and resume latency", _latency(report["latency"])),
-        ("longest", "Longest open waits", _longest(report["longestWaits"])),
+        ("longest", "Longest open waits", _longest(report["longestWaits"], external_url)),
         ("findings", "Protocol findings", _findings(report)),
         ("ingest", "Ingest health", _ingest(report)),
     ]
@@ -222,18 +223,28 @@ def _open_chart(r: dict[str, Any]) -> str:
     )
 
 
-def _problems(waits: list[dict[str, Any]]) -> str:
-    return "".join(map(_problem, waits)) or '<p class="none">No wait is in a problem state.</p>'
+def _request(request_id: str, base: str | None) -> str:
+    """A wait's id, linked to its page on the daemon when its external URL is known."""
+    if not base:
+        return _code(request_id)
+    return f'<a href="{_e(wait_page_url(base, request_id))}">{_code(request_id)}</a>'
 
 
-def _changed(report: dict[str, Any]) -> str:
+def _problems(waits: list[dict[str, Any]], base: str | None = None) -> str:
+    return (
+        "".join(_problem(w, base) for w in waits)
+        or '<p class="none">No wait is in a problem state.</p>'
+    )
+
+
+def _changed(report: dict[str, Any], base: str | None = None) -> str:
     waits = report.get("changedWaits", [])
     shown = waits[:LISTED]
-    body = "".join(map(_problem, shown)) + _more(len(waits) - len(shown), "waits")
+    body = "".join(_problem(w, base) for w in shown) + _more(len(waits) - len(shown), "waits")
     return body or '<p class="none">No other wait moved.</p>'
 
 
-def _problem(w: dict[str, Any]) -> str:
+def _problem(w: dict[str, Any], base: str | None = None) -> str:
     doubt = "missing " + _e(", ".join(w["missing"])) if w["missing"] else _e(w["uncertain"])
     meta = {
         "Owner": _e(w["owner"] or "none"),
@@ -259,7 +270,8 @@ def _problem(w: dict[str, Any]) -> str:
         else ""
     )
     return (
-        f'<article class="st-{_e(w["state"])}"><h3>{_code(w["requestId"])} {_badge(w["state"])}'
+        f'<article class="st-{_e(w["state"])}"><h3>{_request(w["requestId"], base)} '
+        f"{_badge(w['state'])}"
         f'{never}</h3><p class="move"><strong>Next safe move:</strong> {_e(w["nextMove"])}</p>'
         f'<dl>{dl}</dl><div class="two">{evidence}{limits}</div></article>'
     )
@@ -271,7 +283,7 @@ def _cell(key: str, value: Any) -> str:
     return _code(value) if isinstance(value, str) else _e(value)
 
 
-def _transitions(r: dict[str, Any]) -> str:
+def _transitions(r: dict[str, Any], base: str | None = None) -> str:
     if not r["transitions"]:
         return '<p class="none">No wait changed state in this window.</p>'
     pairs = (k.replace("none->", "new → ").replace("->", " → ") for k in r["transitionCounts"])
@@ -281,7 +293,8 @@ def _transitions(r: dict[str, Any]) -> str:
     )
     shown = r["transitions"][-LISTED:]  # the latest; the JSON report has them all
     rows = (
-        (_time(t["at"]), _code(t["requestId"]), _badge(t["from"]), _badge(t["to"])) for t in shown
+        (_time(t["at"]), _request(t["requestId"], base), _badge(t["from"]), _badge(t["to"]))
+        for t in shown
     )
     table = _table(("At", "Request", "From", "To"), rows)
     return f"<p>{summary}</p>" + table + _more(len(r["transitions"]) - len(shown), "transitions")
@@ -321,12 +334,20 @@ def _latency(latency: dict[str, dict[str, dict[str, float]]]) -> str:
     )
 
 
-def _longest(waits: list[dict[str, Any]]) -> str:
+def _longest(waits: list[dict[str, Any]], base: str | None = None) -> str:
     if not waits:
         return '<p class="none">No wait is open.</p>'
     head = ("Request", "State", "Owner", "Age", "Requested", "Action", "Policy")
     keys = ("requestId", "state", "owner", "ageSeconds", "requestedAt", "action", "policy")
-    show: tuple[Callable[[Any], str], ...] = (_code, _badge, _e, _dur, _time, _code, _e)
+    show: tuple[Callable[[Any], str], ...] = (
+        lambda rid: _request(rid, base),
+        _badge,
+        _e,
+        _dur,
+        _time,
+        _code,
+        _e,
+    )
     rows = ([f(w[k]) for f, k in zip(show, keys, strict=True)] for w in waits)
     return _table(head, rows, (3,))
 

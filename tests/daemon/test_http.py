@@ -939,6 +939,9 @@ BOUNDED_LABELS = {
     "le",
     "version",
     "missing",
+    # sidewatch_http_responses_total: a route's template (or "other"), an HTTP status code
+    "route",
+    "code",
 }
 
 

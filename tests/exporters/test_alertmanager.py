@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from sidewatch.core.model import Missing, uncertain_move
 from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
@@ -35,12 +37,17 @@ def _free_port() -> int:
 
 @pytest.fixture
 def alertmanager(tmp_path: Path) -> Iterator[str]:
+    yield from _alertmanager(tmp_path, "")
+
+
+def _alertmanager(tmp_path: Path, extra: str) -> Iterator[str]:
+    """A real Alertmanager on a free port; `extra` is appended to its config."""
     binary = os.environ.get("SIDEWATCH_ALERTMANAGER") or str(UNPACKED)
     if not Path(binary).is_file():
         pytest.fail(f"Alertmanager not found at {binary}: `make test` unpacks it")
     port = _free_port()
     config = tmp_path / "alertmanager.yml"
-    config.write_text("route: {receiver: nobody}\nreceivers: [{name: nobody}]\n")
+    config.write_text("route: {receiver: nobody}\nreceivers: [{name: nobody}]\n" + extra)
     proc = subprocess.Popen(
         [
             binary,
@@ -370,3 +377,86 @@ def test_a_wait_on_unreported_evidence_is_a_ticket_to_the_operator_after_the_pag
     assert notes["summary"].endswith("is UNROUTABLE (uncertain: never reported: route)")
     assert notes["nextMove"].startswith("Uncertain: never reported (route).")
     assert "policy_owner" == notes["stateOwner"]
+
+
+def test_with_an_external_url_each_alert_links_to_its_wait_page(
+    alertmanager: str, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tests.daemon.test_e2e as e2e  # noqa: PLC0415
+
+    port = _free_port()
+    monkeypatch.setattr(e2e, "_free_port", lambda: port)
+    extra = f"alertmanager: {{url: '{alertmanager}', resendInterval: 2s}}\n"
+    server = _start(
+        tmp_path, db_url, extra=extra, server=f", externalUrl: 'http://127.0.0.1:{port}/'"
+    )
+    try:
+        body, _ = _seed_relative_to_now()
+        httpx.post(
+            f"{server.url}/v1/events",
+            content=body,
+            headers={"content-type": "application/x-ndjson"},
+        )
+        active = _until(lambda: len(_active(alertmanager)) == 4 and _active(alertmanager))
+        link = active["thread-deploy/int-deploy"]["generatorURL"]
+        page = httpx.get(link)
+    finally:
+        _stop(server)
+
+    assert f"http://127.0.0.1:{port}/ui/waits/thread-deploy%2Fint-deploy" == link
+    assert 200 == page.status_code
+    assert "<code>thread-deploy/int-deploy</code>" in page.text
+    assert "STUCK_AFTER_DECISION" in page.text and "Next safe move:" in page.text
+
+
+def _recipe() -> str:
+    """The inhibition recipe exactly as docs/alerting.md prints it."""
+    text = (ROOT / "docs" / "alerting.md").read_text()
+    blocks = re.findall(r"```yaml\n# alertmanager.yml\n(.*?)```", text, flags=re.S)
+    assert 1 == len(blocks)
+    return str(blocks[0])
+
+
+def _rule_alert(name: str, policy: str) -> dict[str, Any]:
+    """The alert Prometheus sends for rule `name`, with the labels rules/ give it."""
+    rules = yaml.safe_load((ROOT / "rules" / "sidewatch.rules.yml").read_text())["groups"]
+    rule = next(r for g in rules for r in g["rules"] if r.get("alert") == name)
+    return {"labels": {"alertname": name, "policy": policy, **rule["labels"]}}
+
+
+def test_the_documented_inhibition_keeps_one_page_per_wait(tmp_path: Path) -> None:
+    for url in _alertmanager(tmp_path, _recipe()):
+        push = AlertmanagerPush(url, resend_ms=60_000)
+        deploy = ProblemWait(
+            "thread-deploy/int-deploy",
+            "STUCK_AFTER_DECISION",
+            "runtime_owner",
+            "default",
+            NOW - 60_000,
+            "Investigate.",
+            "{}",
+            "{}",
+        )
+        push.push([deploy], int(time.time() * 1000))
+        rule_alerts = [
+            _rule_alert("SidewatchStuckAfterDecision", "default"),
+            _rule_alert("SidewatchStuckAfterDecision", "prod"),  # no per-wait alert there
+        ]
+        httpx.post(f"{url}/api/v2/alerts", json=rule_alerts).raise_for_status()
+
+        def states(url: str = url) -> dict[tuple[str, str], str]:
+            alerts = httpx.get(f"{url}/api/v2/alerts").json()
+            return {
+                (a["labels"]["alertname"], a["labels"]["policy"]): a["status"]["state"]
+                for a in alerts
+            }
+
+        seen = _until(
+            lambda: len(states()) == 3 and "unprocessed" not in states().values() and states()
+        )
+
+    assert {
+        ("SidewatchWait", "default"): "active",
+        ("SidewatchStuckAfterDecision", "default"): "suppressed",
+        ("SidewatchStuckAfterDecision", "prod"): "active",
+    } == seen

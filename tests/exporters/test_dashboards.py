@@ -249,3 +249,31 @@ def test_every_sidewatch_name_in_rules_and_dashboards_is_exported_by_a_live_scra
 
     assert used_names(OVERVIEW) <= exported
     assert {p.name: [] for p in files} == unknown
+
+
+def test_the_overview_links_its_tables_and_panels_to_the_wait_pages() -> None:
+    dashboard = load(OVERVIEW)
+    links = {
+        panel["title"]: link["url"]
+        for panel in panels(dashboard)
+        for link in panel.get("fieldConfig", {}).get("defaults", {}).get("links", [])
+    }
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+
+    assert "textbox" == variables["sidewatch_url"]["type"]
+    assert "${sidewatch_url}/ui/waits?state=${__field.labels.state}" == links["Open waits by state"]
+    assert "${sidewatch_url}/ui/waits" == links["Problem waits open"]
+    assert "${sidewatch_url}/ui/waits" in [link["url"] for link in dashboard["links"]]
+
+
+def test_the_overview_watches_sidewatch_itself() -> None:
+    exprs = " ".join(q.expr for q in queries(load(OVERVIEW)))
+
+    for name in (
+        'up{job="sidewatch"}',
+        "sidewatch_http_responses_total",
+        "sidewatch_report_failures_total",
+        "sidewatch_report_last_success_timestamp_seconds",
+        "sidewatch_alertmanager_push_failures_total",
+    ):
+        assert name in exprs, name

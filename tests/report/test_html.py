@@ -302,3 +302,11 @@ def test_chromium_screenshots_the_report(report: dict[str, Any], tmp_path: Path)
     assert [] == console_messages(run.stderr)
     assert b"\x89PNG" == shot.read_bytes()[:4]
     assert shot.stat().st_size > 10_000
+
+
+def test_with_the_external_url_each_wait_links_to_its_page(report: dict[str, Any]) -> None:
+    html = render_html(report, "https://sw.example/base/")
+    plain = render_html(report)
+
+    assert '<a href="https://sw.example/base/ui/waits/thread-deploy%2Fint-deploy">' in html
+    assert "/ui/waits/" not in plain

@@ -13,6 +13,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "sidewatch.rules.yml"
 UNPACKED = ROOT / ".tools" / "prometheus" / "usr" / "bin" / "promtool"
+# Absolute with Prometheus's external label `sidewatch_url` (the daemon serves docs/runbooks/).
+RUNBOOK_URL = "{{ $externalLabels.sidewatch_url }}/runbooks/"
 OWNERS = {
     "approver",
     "requester",
@@ -67,10 +69,28 @@ def test_every_alert_has_severity_owner_summary_description_and_a_runbook() -> N
             bad.append(f"{rule['alert']}: labels {labels}")
         if not {"summary", "description", "runbook_url"} <= set(notes):
             bad.append(f"{rule['alert']}: annotations {sorted(notes)}")
-        elif not (ROOT / notes["runbook_url"]).is_file():
+        elif not (
+            notes["runbook_url"].startswith(RUNBOOK_URL)
+            and (ROOT / "docs" / "runbooks" / notes["runbook_url"][len(RUNBOOK_URL) :]).is_file()
+        ):
             bad.append(f"{rule['alert']}: no runbook at {notes['runbook_url']}")
 
     assert [] == bad
+
+
+def test_severities_are_one_vocabulary_page_ticket_info() -> None:
+    severities = {rule["alert"]: rule["labels"]["severity"] for rule in alerts()}
+
+    assert {} == {k: v for k, v in severities.items() if v not in ("page", "ticket", "info")}
+
+
+def test_sidewatch_down_and_not_scraped_and_its_own_health_alert() -> None:
+    exprs = {rule["alert"]: str(rule["expr"]) for rule in alerts()}
+
+    assert 'up{job="sidewatch"} == 0' == exprs["SidewatchDown"]
+    assert 'absent(up{job="sidewatch"})' == exprs["SidewatchNotScraped"]
+    assert "sidewatch_audit_interval_seconds" in exprs["SidewatchAuditorStalled"]
+    assert "120" not in exprs["SidewatchAuditorStalled"]
 
 
 def test_every_alertable_state_has_its_alert_and_a_decline_never_alerts() -> None:

@@ -1,0 +1,400 @@
+"""The wait pages for the person on call: `/ui`, `/ui/waits` and `/ui/waits/{requestId}`,
+rendered on the server from the read API's answers (no script), and the runbooks. The read
+token protects them: as a bearer header, or as a cookie set by the login form."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import shlex
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+import orjson
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from sidewatch.config import Token
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
+from sidewatch.core.text import safe, wait_page_url
+from sidewatch.daemon.waits import wait_detail, waits_now
+from sidewatch.errors import StoreError, StoreRefused
+from sidewatch.report.html import CSS as REPORT_CSS
+from sidewatch.report.html import _dur, _ms  # the report's own time formats
+
+TEXT_LIMIT = 1000  # characters of one value shown, as in the HTML report
+LISTED = 1000  # waits on the list page
+COOKIE = "sidewatch_ui"
+# Nothing may load or run (the HTML report's policy), and forms post only here.
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+# Most urgent first: the states that page, then the ticket, then the long waits, then closed.
+ORDER = (
+    State.STUCK_AFTER_DECISION,
+    State.ORPHANED,
+    State.UNROUTABLE,
+    State.STALE,
+    State.WAITING,
+    *CLOSED_STATES,
+)
+RANK = {s.value: i for i, s in enumerate(ORDER)}
+SEVERITY = {"STUCK_AFTER_DECISION": "page", "ORPHANED": "page", "UNROUTABLE": "page"}
+SEVERITY |= {"STALE": "ticket", "WAITING": "info"}
+PIECES = ("route", "handle", "heartbeat", "decision")
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
+
+
+def _finalize(value: Any) -> Any:
+    """Every `{{ value }}`: none as a dash, booleans as yes/no, producers' strings without
+    control or format characters and capped (then autoescaped)."""
+    if value is None:
+        return "—"
+    if isinstance(value, Markup):  # built and escaped here already
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return safe(value, TEXT_LIMIT)
+    return value
+
+
+ENV = Environment(
+    loader=PackageLoader("sidewatch.daemon", "templates"),
+    autoescape=True,
+    finalize=_finalize,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+ENV.filters["wait_href"] = lambda rid: wait_page_url("", rid)
+
+
+def _when(text: Any) -> Any:
+    """An ISO time as a person reads it: `2026-07-26 16:30:00 UTC` (to the second)."""
+    if isinstance(text, str) and text[10:11] == "T" and text.endswith("Z"):
+        return f"{text[:10]} {text[11:19]} UTC"
+    return text
+
+
+ENV.filters["when"] = _when
+ENV.globals["css"] = Markup(REPORT_CSS)  # noqa: S704 (our own style sheet, not a value)
+ENV.globals["ui_css"] = Markup("""
+nav{margin-bottom:8px;font-size:14px}a{color:#0969da}.big{font-size:22px;margin:6px 0}
+.verdict{border-left:8px solid var(--c)}.verdict .badge{font-size:24px}
+.tiles{grid-template-columns:repeat(4,1fr)}.tiles a{text-decoration:none}
+.filters{display:flex;flex-wrap:wrap;gap:10px;align-items:center}
+.ev-present strong{color:#1a7f37}.ev-failing strong{color:#cf222e}
+.ev-never-reported strong{color:#6e7781;font-style:italic}
+pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;white-space:pre-wrap;
+ word-break:break-all;font:13px ui-monospace,Menlo,Consolas,monospace}
+""")
+
+
+def session_value(token: Token) -> str:
+    """The cookie of a login with `token`: derived from it, so the cookie is not the token."""
+    return hmac.new(token.secret.encode(), b"sidewatch ui session", hashlib.sha256).hexdigest()
+
+
+def _reader(request: Request) -> bool | None:
+    """True: a reader; False: a token without the read scope; None: no (known) token."""
+    tokens: tuple[Token, ...] = request.app.state.sidewatch.config.tokens
+    if not tokens:
+        return True  # no token configured: loopback only, every request allowed (as the API)
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    cookie = request.cookies.get(COOKIE, "")
+    match = None
+    for token in tokens:  # every token is compared: no early exit on a match
+        by_header = scheme.lower() == "bearer" and hmac.compare_digest(
+            token.secret.encode(), given.encode()
+        )
+        by_cookie = hmac.compare_digest(session_value(token).encode(), cookie.encode())
+        if by_header or by_cookie:
+            match = token
+    return None if match is None else "read" in match.scopes
+
+
+def page(name: str, status: int = 200, **context: Any) -> Response:
+    html = ENV.get_template(name).render(**context)
+    return Response(html, status, HEADERS, media_type="text/html; charset=utf-8")
+
+
+def _guard(request: Request) -> Response | None:
+    who = _reader(request)
+    if who is None:
+        response = page("login.html", 401, title="Sign in", failed=COOKIE in request.cookies)
+        response.headers["WWW-Authenticate"] = 'Bearer realm="sidewatch"'
+        return response
+    if not who:
+        return page(
+            "error.html", 403, title="Forbidden", message="This token lacks the read scope."
+        )
+    return None
+
+
+async def login_form(request: Request) -> Response:
+    return page("login.html", title="Sign in", failed=False)
+
+
+async def login(request: Request) -> Response:
+    """The token arrives in a form body (never in a URL, so no log holds it); the cookie set
+    is derived from it, HttpOnly and same-site."""
+    app = request.app.state.sidewatch
+    body = await request.body()
+    given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0].strip()
+    match = None
+    for token in app.config.tokens:
+        if hmac.compare_digest(token.secret.encode(), given.encode()):
+            match = token
+    if match is None or "read" not in match.scopes:
+        return page("login.html", 401, title="Sign in", failed=True)
+    response = RedirectResponse("/ui/waits", 303, headers=HEADERS)
+    response.set_cookie(
+        COOKIE,
+        session_value(match),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+async def home(request: Request) -> Response:
+    if (refused := _guard(request)) is not None:
+        return refused
+    report = _latest_report(Path(request.app.state.sidewatch.config.report_directory))
+    return page("home.html", title="sidewatch", report=report.name if report else None)
+
+
+def _latest_report(directory: Path) -> Path | None:
+    return max(directory.glob("sidewatch-report-*.html"), default=None)
+
+
+async def latest_report(request: Request) -> Response:
+    if (refused := _guard(request)) is not None:
+        return refused
+    path = _latest_report(Path(request.app.state.sidewatch.config.report_directory))
+    if path is None:
+        return page("error.html", 404, title="No report", message="No HTML report written yet.")
+    return Response(path.read_bytes(), 200, HEADERS, media_type="text/html; charset=utf-8")
+
+
+def list_waits(store: Any, auditor: Any, filters: Mapping[str, str]) -> dict[str, Any]:
+    """The list page's data: every wait now, most urgent first, with the counts per state
+    before filtering and the choices each filter offers."""
+    everything = waits_now(store, auditor, {s.value for s in State}, LISTED)["waits"]
+    waits = sorted(
+        everything,
+        key=lambda w: (RANK[w["state"]], w["evidence"]["requestedAt"] or "", w["requestId"]),
+    )
+    counts = Counter(w["state"] for w in waits)
+    choices = {
+        "state": [s.value for s in ORDER],
+        "policy": sorted({w["policy"] for w in waits}),
+        "owner": sorted({w["owner"] for w in waits if w["owner"]}),
+        "uncertain": ["yes", "no"],
+    }
+    for key, value in filters.items():
+        if key == "uncertain":
+            waits = [w for w in waits if w["uncertain"] == (value == "yes")]
+        elif value:
+            waits = [w for w in waits if w[key] == value]
+    for w in waits:
+        w["severity"] = "ticket" if w["uncertain"] and w["state"] in SEVERITY else None
+        w["severity"] = w["severity"] or SEVERITY.get(w["state"], "closed")
+    return {
+        "waits": waits,
+        "counts": [(s.value, counts.get(s.value, 0)) for s in ORDER],
+        "open": sum(counts.get(s.value, 0) for s in OPEN_STATES),
+        "choices": choices,
+    }
+
+
+FILTERS = ("state", "policy", "owner", "uncertain")
+
+
+async def waits_page(request: Request) -> Response:
+    if (refused := _guard(request)) is not None:
+        return refused
+    app = request.app.state.sidewatch
+    filters = {k: request.query_params.get(k, "") for k in FILTERS}
+    if filters["state"] and filters["state"] not in State.__members__:
+        message = f"state must be one of {', '.join(State.__members__)}"
+        return page("error.html", 400, title="Bad filter", message=message)
+    if filters["uncertain"] not in ("", "yes", "no"):
+        return page("error.html", 400, title="Bad filter", message="uncertain is yes or no")
+    try:
+        data = await run_in_threadpool(list_waits, app.store, app.auditor, filters)
+    except StoreError:
+        return page("error.html", 503, title="Store unavailable", message="Try again shortly.")
+    return page("waits.html", title="Waits", filters=filters, **data)
+
+
+def evidence_rows(w: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The four pieces of evidence, each present, failing or never reported (a decision not
+    made yet is `not yet`)."""
+    e, missing = w["evidence"], set(w["missing"])
+    beat, now = e["lastHeartbeatAt"], w.get("evaluatedAt")
+    fresh = w["thresholds"]["heartbeatFreshnessSeconds"] * 1000
+    stale_beat = bool(beat and now and "out" not in beat + now and _ms(now) - _ms(beat) > fresh)
+    status = {
+        "route": "present" if e["route"] in ("delivered", "acknowledged") else "failing",
+        "handle": "present" if e["resumeHandle"] else "failing",
+        "heartbeat": "failing" if stale_beat else "present" if beat else "never reported",
+        "decision": "present" if e["decision"] else "not yet",
+    }
+    values = {
+        "route": (e["route"], e["approverRef"]),
+        "handle": (e["resumeHandle"], None),
+        "heartbeat": (beat, None),
+        "decision": (e["decision"], e["decidedAt"]),
+    }
+    return [
+        {
+            "piece": piece,
+            "status": "never reported" if piece in missing else status[piece],
+            "value": values[piece][0],
+            "detail": values[piece][1],
+        }
+        for piece in PIECES
+    ]
+
+
+def fix_commands(w: Mapping[str, Any], base: str, unreported: list[str]) -> list[str]:
+    """Copy-ready lines: the evidence event that would report each unreported piece, and the
+    `audit` line. Values are shell-quoted; the token is named by a variable, never written."""
+    rid, thread = w["requestId"], w["threadId"]
+    events = {
+        "route": {"name": "sidewatch.route", "value": {"requestId": rid, "delivered": True}},
+        "handle": {
+            "name": "sidewatch.heartbeat",
+            "value": {"threadId": thread, "resumeHandle": "<your durable handle>"},
+        },
+        "heartbeat": {"name": "sidewatch.heartbeat", "value": {"threadId": thread}},
+        "decision": {
+            "name": "sidewatch.decision",
+            "value": {"requestId": rid, "decision": "accept"},
+        },
+    }
+    lines = []
+    for piece in unreported:
+        event = {"type": "CUSTOM", **events[piece]}
+        lines.append(
+            'curl -sS -H "Authorization: Bearer $SIDEWATCH_INGEST_TOKEN" '
+            "-H 'Content-Type: application/x-ndjson' "
+            f"--data-binary {shlex.quote(orjson.dumps(event).decode())} "
+            f"{shlex.quote((base.rstrip('/') or 'http://127.0.0.1:9477') + '/v1/events')}"
+        )
+    api = (base.rstrip("/") or "http://127.0.0.1:9477") + "/v1/waits/" + quote(rid, safe="@:/")
+    lines.append(f'curl -sS -H "Authorization: Bearer $SIDEWATCH_READ_TOKEN" {shlex.quote(api)}')
+    lines.append("sidewatch audit --open")
+    return lines
+
+
+def _timeline_rows(w: Mapping[str, Any]) -> Markup:
+    """The timeline's rows, evidence and transitions merged, each time also relative to the
+    request. Built here, not in the template: a long timeline is most of the page, and the
+    values that repeat (kinds, ids, flags) are escaped once."""
+    start = w["evidence"]["requestedAt"]
+    origin = _ms(start) if start and not start.startswith("out") else None
+    events = [(t["at"] or "", 0, t) for t in w["timeline"]]
+    events += [
+        (t["at"] or "", 1, {"at": t["at"], "kind": "transition", "from": t["from"], "to": t["to"]})
+        for t in w["transitions"]
+    ]
+    events.sort(key=lambda e: (e[0], e[1]))
+    memo: dict[tuple[type, Any], str] = {}
+
+    def cell(value: Any) -> str:
+        key = (type(value), value)
+        if key not in memo:
+            memo[key] = str(escape(_finalize(value)))
+        return memo[key]
+
+    rows = []
+    for at, _, item in events:
+        rel = "—"
+        if origin is not None and at and not at.startswith("out"):
+            delta = (_ms(at) - origin) / 1000
+            rel = ("+" if delta >= 0 else "-") + _dur(abs(delta))
+        detail = " ".join(
+            f"{cell(k)}=<code>{cell(v)}</code>" for k, v in item.items() if k not in ("at", "kind")
+        )
+        rows.append(
+            f"<tr><td class=num>{rel}</td><td><time>{cell(at)}</time></td>"
+            f"<td>{cell(item['kind'])}</td><td>{detail}</td></tr>"
+        )
+    return Markup("\n".join(rows))  # noqa: S704 (every value in it escaped above)
+
+
+def detail_context(w: dict[str, Any], base: str) -> dict[str, Any]:
+    unreported = [m for m in PIECES if m in w["missing"]]
+    return {
+        "w": w,
+        "rows": evidence_rows(w),
+        "timeline": _timeline_rows(w),
+        "commands": fix_commands(w, base, unreported),
+        "severity": SEVERITY.get(w["state"], "closed"),
+    }
+
+
+def render_detail(w: dict[str, Any], base: str = "") -> str:
+    """One wait's page (pure: a function of `wait_detail`'s answer)."""
+    return ENV.get_template("wait.html").render(title=w["requestId"], **detail_context(w, base))
+
+
+async def wait_page(request: Request) -> Response:
+    if (refused := _guard(request)) is not None:
+        return refused
+    app = request.app.state.sidewatch
+    request_id = request.path_params["request_id"]
+    try:
+        body = await run_in_threadpool(wait_detail, app.store, app.auditor, request_id)
+    except StoreError:
+        return page("error.html", 503, title="Store unavailable", message="Try again shortly.")
+    except StoreRefused:  # a requestId the store cannot even hold (a NUL) names no wait
+        body = None
+    if body is None:
+        return page("unknown.html", 404, title="No such wait", request_id=request_id)
+    html = render_detail(body, app.config.external_url or "")
+    return Response(html, 200, HEADERS, media_type="text/html; charset=utf-8")
+
+
+async def runbook(request: Request) -> Response:
+    """A runbook of docs/runbooks as a page (its Markdown shown as text): the rules' and
+    alerts' `runbook_url`. Only the names in that folder are served."""
+    name = request.path_params["name"]
+    known = {p.name: p for p in RUNBOOKS.glob("*.md")} if RUNBOOKS.is_dir() else {}
+    path = known.get(name) or known.get(f"{name}.md")
+    if path is None:
+        message = f"No runbook of that name; the runbooks are: {', '.join(sorted(known))}."
+        return page("error.html", 404, title="No such runbook", message=message)
+    return page("runbook.html", title=path.stem, text=path.read_text())
+
+
+ROUTES = [
+    Route("/ui", home, methods=["GET"]),
+    Route("/ui/login", login_form, methods=["GET"]),
+    Route("/ui/login", login, methods=["POST"]),
+    Route("/ui/report", latest_report, methods=["GET"]),
+    Route("/ui/waits", waits_page, methods=["GET"]),
+    Route("/ui/waits/{request_id:path}", wait_page, methods=["GET"]),
+    Route("/runbooks/{name}", runbook, methods=["GET"]),
+]

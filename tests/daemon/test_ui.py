@@ -1,0 +1,270 @@
+"""The wait pages (`/ui`, `/ui/waits`, `/ui/waits/{requestId}`) and the runbooks, through
+Starlette's TestClient on a real SQLite store holding the reference six requests."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html as htmllib
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidewatch.config import Config
+from sidewatch.daemon.serve import Daemon
+from sidewatch.daemon.ui import render_detail
+from tests.daemon.test_http import (
+    DEPLOY,
+    EXPECTED_STATES,
+    INGEST_TOKEN,
+    NDJSON,
+    READ_TOKEN,
+    bearer,
+    ndjson,
+    scenario,
+)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette's note that it falls back to httpx
+    from starlette.testclient import TestClient
+
+URGENCY = (
+    "STUCK_AFTER_DECISION",
+    "ORPHANED",
+    "UNROUTABLE",
+    "STALE",
+    "WAITING",
+    "CLOSED_BY_DECLINE",
+)
+
+
+def text_of(html: str) -> str:
+    no_head = re.sub(r"<(style|title)[^>]*>.*?</\1>", " ", html, flags=re.S)
+    return re.sub(r"\s+", " ", htmllib.unescape(re.sub(r"<[^>]+>", " ", no_head)))
+
+
+def make(tmp_path: Path, now: int, **changes: Any) -> tuple[Daemon, TestClient]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    changes = {"allowed_hosts": ("testserver",), **changes}
+    config = dataclasses.replace(Config(), db_url=f"sqlite:///{tmp_path / 'sw.db'}", **changes)
+    daemon = Daemon(config)
+    client = TestClient(daemon.app)
+    headers = {**NDJSON, **(bearer(INGEST_TOKEN) if config.tokens else {})}
+    assert (
+        200 == client.post("/v1/events", content=ndjson(scenario(now)), headers=headers).status_code
+    )
+    daemon.auditor.tick(now)
+    return daemon, client
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> TestClient:
+    _, client = make(tmp_path, int(time.time()) * 1000, tokens=(INGEST_TOKEN, READ_TOKEN))
+    return client
+
+
+def listed_states(html: str) -> list[str]:
+    return re.findall(r'<tr class="st-\w+" data-state="(\w+)">', html)
+
+
+def test_the_list_puts_pages_first_then_tickets_then_long_waits(guarded: TestClient) -> None:
+    r = guarded.get("/ui/waits", headers=bearer(READ_TOKEN))
+
+    assert 200 == r.status_code
+    assert list(URGENCY) == listed_states(r.text)
+    assert "text/html" in r.headers["content-type"]
+    assert "default-src 'none'" in r.headers["content-security-policy"]
+    assert '.badge::before,.sw{content:"";' in r.text  # the style sheet itself is not escaped
+
+
+def test_the_list_counts_every_state_and_filters_by_state_policy_owner_uncertain(
+    guarded: TestClient,
+) -> None:
+    page = guarded.get("/ui/waits", headers=bearer(READ_TOKEN)).text
+    text = text_of(page)
+    by_owner = guarded.get("/ui/waits?owner=runtime_owner", headers=bearer(READ_TOKEN)).text
+    by_state = guarded.get("/ui/waits?state=STALE&policy=default", headers=bearer(READ_TOKEN)).text
+    certain = guarded.get("/ui/waits?uncertain=no", headers=bearer(READ_TOKEN)).text
+
+    assert "5 open" in text
+    assert "STUCK_AFTER_DECISION 1" in text and "RESUMED 0" in text
+    assert ["STUCK_AFTER_DECISION", "ORPHANED"] == listed_states(by_owner)
+    assert ["STALE"] == listed_states(by_state)
+    assert list(URGENCY) == listed_states(certain)
+
+
+def test_each_wait_page_shows_verdict_evidence_next_move_and_timeline(
+    guarded: TestClient,
+) -> None:
+    for request_id, state in EXPECTED_STATES.items():
+        r = guarded.get(f"/ui/waits/{request_id}", headers=bearer(READ_TOKEN))
+        text = text_of(r.text)
+
+        assert 200 == r.status_code
+        assert f"{request_id} " in text
+        assert state in text
+        assert "Next safe move:" in text
+        for piece in ("route", "handle", "heartbeat", "decision"):
+            assert re.search(rf"{piece} (present|failing|never reported|not yet)", text), piece
+        assert re.search(r"\+0 s \S+ requested ", text)
+
+
+def test_the_stuck_wait_page_shows_its_owner_and_its_decision_after_the_request(
+    guarded: TestClient,
+) -> None:
+    text = text_of(guarded.get(f"/ui/waits/{DEPLOY}", headers=bearer(READ_TOKEN)).text)
+
+    assert "Owner: runtime_owner" in text
+    assert "decision present accept" in text
+    assert "transition" in text and "sidewatch audit --open" in text
+
+
+def test_an_unknown_request_id_is_a_404_that_says_what_a_request_id_looks_like(
+    guarded: TestClient,
+) -> None:
+    r = guarded.get("/ui/waits/no-such/wait", headers=bearer(READ_TOKEN))
+
+    assert 404 == r.status_code
+    assert "{threadId}/{interruptId}" in text_of(r.text)
+
+
+def test_without_a_token_every_page_is_401_with_a_login_form(guarded: TestClient) -> None:
+    for path in ("/ui", "/ui/waits", f"/ui/waits/{DEPLOY}", "/ui/report"):
+        r = guarded.get(path)
+
+        assert 401 == r.status_code, path
+        assert '<form method="post" action="/ui/login">' in r.text
+        assert DEPLOY not in r.text
+
+
+def test_an_ingest_token_is_not_enough_to_read(guarded: TestClient) -> None:
+    assert 403 == guarded.get("/ui/waits", headers=bearer(INGEST_TOKEN)).status_code
+
+
+def test_the_login_form_sets_a_cookie_derived_from_the_token_not_the_token(
+    guarded: TestClient,
+) -> None:
+    refused = guarded.post("/ui/login", data={"token": "not-a-token-0123456789"})
+    r = guarded.post("/ui/login", data={"token": READ_TOKEN.secret}, follow_redirects=False)
+    cookie = r.headers["set-cookie"]
+
+    assert 401 == refused.status_code
+    assert 303 == r.status_code
+    assert READ_TOKEN.secret not in cookie
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert list(URGENCY) == listed_states(guarded.get("/ui/waits").text)
+
+
+def test_a_producers_markup_is_shown_as_text() -> None:
+    hostile = "<script>alert(1)</script>"
+    w = {
+        "requestId": hostile,
+        "threadId": hostile,
+        "runId": "r",
+        "interruptId": "i",
+        "action": hostile,
+        "reason": None,
+        "policy": "default",
+        "state": "WAITING",
+        "phase": None,
+        "closed": False,
+        "owner": "approver",
+        "nextMove": "wait",
+        "since": "2026-07-26T16:00:00Z",
+        "uncertain": True,
+        "missing": ["route"],
+        "thresholds": {
+            "resumeGraceSeconds": 1,
+            "heartbeatFreshnessSeconds": 1,
+            "routeGraceSeconds": 1,
+        },
+        "evidence": {
+            "requestedAt": "2026-07-26T16:00:00Z",
+            "route": "none",
+            "approverRef": hostile,
+            "resumeHandle": True,
+            "lastHeartbeatAt": None,
+            "decision": None,
+            "decidedAt": None,
+        },
+        "findings": [hostile],
+        "evaluatedAt": "2026-07-26T16:30:00Z",
+        "timeline": [{"at": "2026-07-26T16:00:00Z", "kind": "requested", "runId": hostile}],
+        "transitions": [],
+    }
+
+    html = render_detail(w)
+
+    assert "<script" not in html
+    assert "&lt;script&gt;" in html
+
+
+def test_a_long_timeline_is_shown_whole_with_times_relative_to_the_request(
+    guarded: TestClient,
+) -> None:
+    w = guarded.get(f"/v1/waits/{DEPLOY}", headers=bearer(READ_TOKEN)).json()
+    beat = {"kind": "heartbeat", "resumeHandle": True}
+    w["timeline"] += [{"at": w["evidence"]["requestedAt"], **beat}] * 1000
+
+    html = render_detail(w)
+
+    assert len(w["timeline"]) + len(w["transitions"]) == html.count("<tr><td class=num>")
+    assert 1000 <= html.count("<td>heartbeat</td>")
+
+
+def test_runbooks_are_served_by_name_and_nothing_else_is(guarded: TestClient) -> None:
+    ok = guarded.get("/runbooks/stuck-after-decision.md")
+    outside = guarded.get("/runbooks/..%2F..%2FREADME.md")
+
+    assert 200 == ok.status_code and "STUCK_AFTER_DECISION" in ok.text
+    assert 404 == outside.status_code
+
+
+def test_without_tokens_configured_the_pages_are_open_as_the_read_api_is(
+    tmp_path: Path,
+) -> None:
+    _, client = make(tmp_path, int(time.time()) * 1000)
+
+    assert list(URGENCY) == listed_states(client.get("/ui/waits").text)
+
+
+def test_http_answers_are_counted_by_route_template_and_code(guarded: TestClient) -> None:
+    guarded.get("/ui/waits/no-such/wait", headers=bearer(READ_TOKEN))
+    guarded.get("/ui/waits")
+    guarded.get("/no/such/path/at/all")
+
+    metrics = guarded.get("/metrics", headers=bearer(READ_TOKEN)).text
+
+    assert (
+        'sidewatch_http_responses_total{code="404",route="/ui/waits/{request_id:path}"} 1.0'
+        in metrics
+    )
+    assert 'sidewatch_http_responses_total{code="401",route="/ui/waits"} 1.0' in metrics
+    assert 'sidewatch_http_responses_total{code="404",route="other"} 1.0' in metrics
+    assert 'sidewatch_http_responses_total{code="200",route="/v1/events"} 1.0' in metrics
+    assert "sidewatch_audit_interval_seconds 30.0" in metrics
+    assert "sidewatch_report_failures_total 0.0" in metrics
+
+
+def test_scheduled_report_runs_and_failures_are_counted_with_the_last_success(
+    tmp_path: Path,
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the reports should go")
+    good, _ = make(tmp_path / "good", int(time.time()) * 1000, report_directory=str(tmp_path))
+    bad, _ = make(tmp_path / "bad", int(time.time()) * 1000, report_directory=str(blocked))
+    for daemon in (good, bad):
+        daemon.lease.claim()
+        asyncio.run(daemon.nightly_report())
+
+    assert (1, 0) == (good.state.selfwatch.report_runs, good.state.selfwatch.report_failures)
+    assert good.state.selfwatch.report_last_success > 0
+    assert (1, 1, 0.0) == (
+        bad.state.selfwatch.report_runs,
+        bad.state.selfwatch.report_failures,
+        bad.state.selfwatch.report_last_success,
+    )
