@@ -13,8 +13,14 @@ CHROMIUM ?= /usr/bin/chromium
 CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 	--disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
 EXAMPLE := reports/sidewatch-report-example
+# Producers whose pins clash with sidewatch's (ag-ui-protocol, pydantic, opentelemetry) get a
+# virtual environment of their own, .tools/venv-<name>, from tests/producers/requirements-<name>.txt.
+# It is cached: built once, rebuilt only when that file changes (its hash is in the stamp,
+# which the tests compare). Adding a producer is adding a requirements file.
+PRODUCER_REQS  := $(wildcard tests/producers/requirements-*.txt)
+PRODUCER_VENVS := $(patsubst tests/producers/requirements-%.txt,$(TOOLS)/venv-%/.installed,$(PRODUCER_REQS))
 
-.PHONY: run demo test lint typecheck unit bench soak clean
+.PHONY: run demo test lint typecheck unit bench soak clean producer-venvs
 
 run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127.0.0.1:9477)
 	$(BIN)/sidewatch serve
@@ -22,7 +28,7 @@ run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
-test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) lint typecheck unit ## everything CI runs
+test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) producer-venvs lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -65,6 +71,15 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,postgres,nats]'
 	touch $@ $(VENV)/.installed
+
+producer-venvs: $(PRODUCER_VENVS) ## the producers' own virtual environments (tests/producers)
+
+$(TOOLS)/venv-%/.installed: tests/producers/requirements-%.txt
+	rm -rf $(TOOLS)/venv-$*
+	$(PYTHON) -m venv $(TOOLS)/venv-$*
+	$(TOOLS)/venv-$*/bin/python -m pip install -q --upgrade pip
+	$(TOOLS)/venv-$*/bin/python -m pip install -q -r $<
+	sha256sum $< | cut -d' ' -f1 > $@
 
 # promtool (and a real Prometheus) from Debian's package, unpacked without starting a service.
 $(PROMTOOL):

@@ -50,7 +50,7 @@ from sidewatch.ingest.dialects import (
 )
 from sidewatch.ingest.digest import action_digest
 from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_evidence
-from sidewatch.ingest.payload import decision_of
+from sidewatch.ingest.payload import NO_LABELS, Decision, Labels, decision_of
 from sidewatch.ingest.reader import Framed
 
 # Known events that carry nothing about waits, by the `kind` they are counted under.
@@ -84,6 +84,8 @@ _PREFIX = b'{"type":"'
 _BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
 _ARGS = b'{"type":"TOOL_CALL_ARGS"'
 M = TypeVar("M", bound=BaseModel)
+# An accept whose payload carries `editedArgs`: the approved action is the edited one.
+VIA_EDITED = "resume_edited"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +130,10 @@ class Interpreter:
         seq_base: int,
         protect_ref: Callable[[str], str],
         max_line_bytes: int | None = None,
+        labels: Labels = NO_LABELS,
     ) -> None:
         self.received_at = received_at
+        self.labels = labels  # the policies' own decision labels (`decisions:`)
         self.seq_base = seq_base
         self.protect_ref = protect_ref
         self.max_line_bytes = max_line_bytes  # a longer (relevant) line is a reject
@@ -357,7 +361,7 @@ class Interpreter:
             RunFact(run_id=run, thread_id=thread, mark=RunMark.INPUT, at=at, seq=seq)
         ]
         # resume[] wins over the legacy form, as the integrations do
-        legacy = None if inp.resume else legacy_resume(inp.forwarded_props)
+        legacy = None if inp.resume else legacy_resume(inp.forwarded_props, self.labels)
         if legacy is not None:
             where = "RunAgentInput: forwardedProps.command.resume: approvedActionFingerprint"
             for digest in (legacy.single_digest, *(e[2] for e in legacy.entries)):
@@ -394,9 +398,10 @@ class Interpreter:
                 )
         for i, entry in enumerate(inp.resume or ()):
             if entry.status == "cancelled":
-                code, digest = Code.CANCEL, None
+                decision = Decision(Code.CANCEL)
             else:
-                code, digest = decision_of(entry.payload)
+                decision = decision_of(entry.payload, self.labels)
+            code, digest = decision.code, decision.digest
             where = f"RunAgentInput: resume.{i}"
             interrupt_id = _checked(entry.interrupt_id, f"{where}: interruptId")
             _checked_or_none(digest, f"{where}: payload.approvedActionFingerprint", DIGEST_MAX)
@@ -409,6 +414,7 @@ class Interpreter:
                     at=at,
                     seq=seq,
                     digest=digest,
+                    via=VIA_EDITED if decision.edited else "resume",
                 )
             )
         self._set_ctx(thread, run)
