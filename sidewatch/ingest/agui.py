@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -148,6 +148,8 @@ class Interpreter:
         # (thread, ADK confirmation call id) -> the gated call
         self._adk: dict[tuple[str, str], AdkOriginal] = {}
         self._adk_pending: dict[tuple[str, str], list[tuple[str, int, int]]] = {}  # per run
+        # (thread, run) -> where the facts of its untimed input start and end in `facts`
+        self._untimed_inputs: dict[tuple[str, str], tuple[int, int]] = {}
         # legacy on_interrupt events per run, until the run's end says what their ids are
         self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int]]] = {}
 
@@ -418,11 +420,15 @@ class Interpreter:
                 )
             )
         self._set_ctx(thread, run)
+        if obj.get("timestamp") is None:
+            start = len(self.result.facts)
+            self._untimed_inputs[(thread, run)] = (start, start + len(facts))
         self.result.facts.extend(facts)
 
     def _run_started(self, n: int, obj: dict[str, Any]) -> str:
         thread, run = _id(obj, "threadId", "RUN_STARTED"), _id(obj, "runId", "RUN_STARTED")
         at = self._at(obj)
+        self._time_input(thread, run, obj)
         self._set_ctx(thread, run)
         if obj.get("input") is not None:
             inp = _valid(RunAgentInput, obj["input"], "RUN_STARTED: input")
@@ -433,6 +439,17 @@ class Interpreter:
             )
         )
         return "run"
+
+    def _time_input(self, thread: str, run: str, obj: dict[str, Any]) -> None:
+        """An input without a time takes its run's start time when the producer stamps its
+        events (pydantic-ai): the ingest time, after the whole stream, would put the answers
+        after the run that consumed them."""
+        span = self._untimed_inputs.pop((thread, run), None)
+        if span is None or obj.get("timestamp") is None:
+            return
+        at, facts = self._at(obj), self.result.facts
+        for i in range(*span):
+            facts[i] = replace(facts[i], at=at)
 
     def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
         thread, run = _id(obj, "threadId", "RUN_FINISHED"), _id(obj, "runId", "RUN_FINISHED")
