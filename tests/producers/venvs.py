@@ -14,10 +14,10 @@ HERE = Path(__file__).parent
 TOOLS = Path(os.environ.get("SIDEWATCH_TOOLS", HERE.parents[1] / ".tools"))
 
 
-def producer_python(name: str) -> Path:
+def producer_python(name: str, tools: Path = TOOLS, here: Path = HERE) -> Path:
     """The interpreter of the producer venv `name`, built from its current requirements."""
-    reqs = HERE / f"requirements-{name}.txt"
-    venv = TOOLS / f"venv-{name}"
+    reqs = here / f"requirements-{name}.txt"
+    venv = tools / f"venv-{name}"
     stamp, python = venv / ".installed", venv / "bin" / "python"
     want = hashlib.sha256(reqs.read_bytes()).hexdigest()
     if not python.exists() or not stamp.exists():
