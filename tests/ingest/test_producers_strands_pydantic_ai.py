@@ -63,8 +63,6 @@ PYDANTIC_AI: dict[str, Verdicts] = {
     "pydantic-ai-wrong-id": [("WAITING", None, False)],
     # the run succeeds and drops the pending approval (AG-UI forbids it: a finding)
     "pydantic-ai-new-message-without-resume": [("CANCELLED", None, True)],
-    # no frontend tool is configured as a wait by default (waits.frontendTools)
-    "pydantic-ai-frontend-tool": [],
 }
 
 

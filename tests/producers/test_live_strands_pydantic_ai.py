@@ -61,3 +61,12 @@ def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, n
     got = ingested_as_captured(db_url, b"\n".join(first_run))
 
     assert got and all(v == ("WAITING", None, False) for v in got)
+
+
+def test_a_frontend_tool_is_no_wait_unless_configured(emitted: Path, db_url: str) -> None:
+    """pydantic-ai ends the run in success and names the call in `pendingToolCallIds`; no
+    `waits.frontendTools` is configured by default, so it opens no wait."""
+    body = (emitted / "pydantic-ai-frontend-tool.ndjson").read_bytes()
+    assert b'"pendingToolCallIds":["call_confirm_1"]' in body
+
+    assert [] == ingested_as_captured(db_url, body)
