@@ -13,12 +13,14 @@ CHROMIUM ?= /usr/bin/chromium
 CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 	--disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
 EXAMPLE := reports/sidewatch-report-example
-# Integrations whose pins clash with sidewatch's own (tests/producers drives each live in its
-# own venv): rebuilt from scratch when their pinned requirements change, kept otherwise.
-MAF_VENV := $(TOOLS)/venv-maf
-CREWAI_VENV := $(TOOLS)/venv-crewai
+# Producers whose pins clash with sidewatch's (ag-ui-protocol, pydantic, opentelemetry) get a
+# virtual environment of their own, .tools/venv-<name>, from tests/producers/requirements-<name>.txt.
+# It is cached: built once, rebuilt only when that file changes (its hash is in the stamp,
+# which the tests compare). Adding a producer is adding a requirements file.
+PRODUCER_REQS  := $(wildcard tests/producers/requirements-*.txt)
+PRODUCER_VENVS := $(patsubst tests/producers/requirements-%.txt,$(TOOLS)/venv-%/.installed,$(PRODUCER_REQS))
 
-.PHONY: run demo test lint typecheck unit bench soak clean
+.PHONY: run demo test lint typecheck unit bench soak clean producer-venvs
 
 run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127.0.0.1:9477)
 	$(BIN)/sidewatch serve
@@ -26,8 +28,7 @@ run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
-test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) $(MAF_VENV) $(CREWAI_VENV) \
-	lint typecheck unit ## everything CI runs
+test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) producer-venvs lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -36,7 +37,7 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-unit: $(VENV)/.installed-test $(MAF_VENV) $(CREWAI_VENV)
+unit: $(VENV)/.installed-test
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured in the same run
@@ -44,7 +45,6 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/http_ingest.py --replicas 3
 	$(PY) bench/audit.py --pg
 	$(PY) bench/report.py
-	$(PY) bench/ui.py
 
 soak: $(VENV)/.installed-test ## ten minutes of mixed load with faults: counts agree, memory flat
 	$(PY) bench/soak.py
@@ -60,11 +60,6 @@ report-screenshot: $(VENV)/.installed $(CHROMIUM) ## the reference report as HTM
 		--screenshot=$(abspath $(EXAMPLE).png) file://$(abspath $(EXAMPLE).html)
 	test -s $(EXAMPLE).png
 
-.PHONY: ui-screenshots
-ui-screenshots: $(VENV)/.installed-test $(CHROMIUM) ## the wait pages of the reference audit, shot for the README
-	$(PY) -m tests.daemon.ui_screenshots docs/images
-	test -s docs/images/ui-waits.png && test -s docs/images/ui-wait.png
-
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -77,19 +72,14 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,postgres,nats]'
 	touch $@ $(VENV)/.installed
 
-# Microsoft Agent Framework's AG-UI integration pins ag-ui-protocol<0.2: its own venv, never .venv
-$(MAF_VENV): tests/producers/requirements-maf.txt
-	rm -rf $@
-	$(PYTHON) -m venv $@
-	$@/bin/pip install -q -r $<
-	touch $@
+producer-venvs: $(PRODUCER_VENVS) ## the producers' own virtual environments (tests/producers)
 
-# ag-ui-crewai pulls crewai (about 1.3 GB): built once, kept until its pins change
-$(CREWAI_VENV): tests/producers/requirements-crewai.txt
-	rm -rf $@
-	$(PYTHON) -m venv $@
-	$@/bin/pip install -q -r $<
-	touch $@
+$(TOOLS)/venv-%/.installed: tests/producers/requirements-%.txt
+	rm -rf $(TOOLS)/venv-$*
+	$(PYTHON) -m venv $(TOOLS)/venv-$*
+	$(TOOLS)/venv-$*/bin/python -m pip install -q --upgrade pip
+	$(TOOLS)/venv-$*/bin/python -m pip install -q -r $<
+	sha256sum $< | cut -d' ' -f1 > $@
 
 # promtool (and a real Prometheus) from Debian's package, unpacked without starting a service.
 $(PROMTOOL):

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from sidewatch.core.model import Thresholds
+from sidewatch.core.model import Code, Thresholds
 from sidewatch.core.policy import DEFAULT_THRESHOLDS, Need, Policy, ReceiptKind
 from sidewatch.errors import ConfigError
 
@@ -100,6 +100,14 @@ class Config:
     nats: NatsSource | None = None  # None: no JetStream ingest (the default)
 
     @property
+    def decision_labels(self) -> dict[str, Code]:
+        """Every policy's own answer labels (lower case), as ingest reads them: a label means
+        the same in every policy (`check-config` refuses one mapped both ways)."""
+        out = {w.lower(): Code.ACCEPT for p in self.policies for w in p.accept_labels}
+        out.update({w.lower(): Code.DECLINE for p in self.policies for w in p.decline_labels})
+        return out
+
+    @property
     def metrics_protected(self) -> bool:
         if self.protect_metrics is not None:
             return self.protect_metrics
@@ -158,6 +166,7 @@ _POLICY_KEYS = {
     "requireAcknowledgement",
     "receipt",
     "evidence",
+    "decisions",
 }
 
 
@@ -546,6 +555,7 @@ def _policies(raw: Any, problems: list[str]) -> tuple[Policy, ...]:
         tools, reasons = _match(item.get("match"), where, problems)
         if n == len(raw) - 1 and (tools or reasons):
             problems.append(f"{where}: the last policy is the default and must have no match")
+        accept, decline = _decisions(item.get("decisions"), where, problems)
         out.append(
             Policy(
                 name=name,
@@ -575,9 +585,44 @@ def _policies(raw: Any, problems: list[str]) -> tuple[Policy, ...]:
                     ReceiptKind.RUN_STARTED,
                 ),
                 **_needs(item.get("evidence"), where, problems),
+                accept_labels=accept,
+                decline_labels=decline,
             )
         )
+    _labels_agree(out, problems)
     return tuple(out)
+
+
+def _decisions(
+    raw: Any, where: str, problems: list[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`decisions: {accept: [...], decline: [...]}`: a producer's own answer labels."""
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}.decisions: must map accept/decline to lists of labels")
+        return (), ()
+    for key in sorted(set(raw) - {"accept", "decline"}):
+        problems.append(f"{where}.decisions.{key}: unknown key (known: accept, decline)")
+    out: list[tuple[str, ...]] = []
+    for key in ("accept", "decline"):
+        v = raw.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(w, str) and w.strip() for w in v):
+            problems.append(f"{where}.decisions.{key}: must be a list of non-empty labels")
+            v = []
+        out.append(tuple(w.strip().lower() for w in v))
+    return out[0], out[1]
+
+
+def _labels_agree(policies: list[Policy], problems: list[str]) -> None:
+    """A label is read at ingest, before the wait's policy is known: it must mean one thing."""
+    accept = {w: p.name for p in policies for w in p.accept_labels}
+    for p in policies:
+        for w in p.decline_labels:
+            if w in accept:
+                problems.append(
+                    f"policies ({p.name}, {accept[w]}).decisions: {w!r} is both accept and decline"
+                )
 
 
 def _match(raw: Any, where: str, problems: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -15,6 +15,7 @@ from sidewatch.config import (
     parse_duration,
     read_token_files,
 )
+from sidewatch.core.model import Code
 from sidewatch.core.policy import Need, ReceiptKind
 from sidewatch.errors import ConfigError
 
@@ -72,6 +73,7 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
         prod.receipt,
         prod.tools,
     )
+    assert {"ship_it": Code.ACCEPT, "hold_for_window": Code.DECLINE} == cfg.decision_labels
 
 
 def test_the_example_nats_section_uncommented_gives_its_defaults() -> None:
@@ -277,3 +279,45 @@ def test_max_alerts_per_push_is_a_whole_number_of_at_least_one(value: object) ->
     assert ["alertmanager.maxAlertsPerPush: must be a whole number, at least 1"] == (
         err.value.problems
     )
+
+
+def test_a_policy_maps_its_producers_labels_to_decisions() -> None:
+    cfg = load_config(
+        {"policies": [{"name": "crew", "decisions": {"accept": [" Go "], "decline": ["kept"]}}]},
+        {},
+    )
+
+    assert {"go": Code.ACCEPT, "kept": Code.DECLINE} == cfg.decision_labels
+
+
+def test_every_problem_of_a_decisions_mapping_is_reported_at_once() -> None:
+    raw = {
+        "policies": [
+            {"name": "a", "match": {"tools": ["x"]}, "decisions": {"accept": ["go"], "maybe": []}},
+            {"name": "b", "match": {"tools": ["y"]}, "decisions": {"decline": "go"}},
+            {"name": "c", "decisions": {"decline": ["go", ""]}},
+        ]
+    }
+
+    with pytest.raises(ConfigError) as e:
+        load_config(raw, {})
+
+    assert [
+        "policies[0] (a).decisions.maybe: unknown key (known: accept, decline)",
+        "policies[1] (b).decisions.decline: must be a list of non-empty labels",
+        "policies[2] (c).decisions.decline: must be a list of non-empty labels",
+    ] == e.value.problems
+
+
+def test_a_label_mapped_both_ways_is_a_problem() -> None:
+    raw = {
+        "policies": [
+            {"name": "a", "match": {"tools": ["x"]}, "decisions": {"accept": ["go"]}},
+            {"name": "b", "decisions": {"decline": ["GO"]}},
+        ]
+    }
+
+    with pytest.raises(ConfigError) as e:
+        load_config(raw, {})
+
+    assert ["policies (b, a).decisions: 'go' is both accept and decline"] == e.value.problems

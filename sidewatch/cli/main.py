@@ -148,12 +148,15 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     show_progress = sys.stderr.isatty()
     with _store(cfg) as engine:
         store, protect = Store(engine), ref_protector(engine, cfg)
+        labels = cfg.decision_labels
         for n, path in enumerate(paths, start=1):
             body = read_file(path)
             if show_progress:
                 click.echo(f"[{n}/{len(paths)}] {path}: {len(body) / 1e6:.1f} MB …", err=True)
             try:
-                summary = ingest_unit(store, path, body, int(time.time() * 1000), protect)
+                summary = ingest_unit(
+                    store, path, body, int(time.time() * 1000), protect, labels=labels
+                )
             except StoreRefused as e:  # this file's data, not the store: the next file goes on
                 click.echo(
                     f"sidewatch: error: {path}: the store refused its data ({e.reason}); "

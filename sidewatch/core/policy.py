@@ -30,6 +30,9 @@ class Policy:
     route: Need = Need.REQUIRED
     handle: Need = Need.REQUIRED
     heartbeat: Need = Need.REQUIRED
+    # the producer's own answer labels (`decisions:`), read at ingest before the default words
+    accept_labels: tuple[str, ...] = ()
+    decline_labels: tuple[str, ...] = ()
 
     def matches(self, action: str | None, reason: str | None) -> bool:
         """True when the policy names no pattern at all (a catch-all) or one pattern matches."""

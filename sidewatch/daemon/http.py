@@ -233,6 +233,7 @@ def ingest(
             cfg.max_lines_per_unit,
             cfg.max_line_bytes,
             key,
+            cfg.decision_labels,
         )
     app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
     return summary

@@ -16,6 +16,7 @@ from sidewatch.core.policy import Policy, select
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.ingest.agui import Interpreter, Reject
 from sidewatch.ingest.digest import RefProtector
+from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.ingest.reader import frame
 from sidewatch.report.build import IngestHealth, build_report
 from sidewatch.store.hashkey import erase_legacy_key, hash_key
@@ -61,6 +62,7 @@ def ingest_unit(
     max_lines: int | None = None,
     max_line_bytes: int | None = None,
     key: str | None = None,
+    labels: Labels = NO_LABELS,
 ) -> IngestSummary:
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
     A unit over `max_lines` is refused whole (TooLarge), before anything is stored. A unit
@@ -74,7 +76,8 @@ def ingest_unit(
     with store.unit(source, received_at, key) as writer:
         if writer is None:
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
-        res = Interpreter(received_at, writer.seq_base, protect, max_line_bytes).read(framed)
+        interpreter = Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels)
+        res = interpreter.read(framed)
         writer.write(
             protect.digests(res.facts),
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],

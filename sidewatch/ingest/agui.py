@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -53,7 +53,7 @@ from sidewatch.ingest.dialects import (
 )
 from sidewatch.ingest.digest import action_digest
 from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_evidence
-from sidewatch.ingest.payload import decision_of
+from sidewatch.ingest.payload import NO_LABELS, Decision, Labels, decision_of
 from sidewatch.ingest.reader import Framed
 
 # Known events that carry nothing about waits, by the `kind` they are counted under.
@@ -87,6 +87,8 @@ _PREFIX = b'{"type":"'
 _BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
 _ARGS = b'{"type":"TOOL_CALL_ARGS"'
 M = TypeVar("M", bound=BaseModel)
+# An accept whose payload carries `editedArgs`: the approved action is the edited one.
+VIA_EDITED = "resume_edited"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +133,10 @@ class Interpreter:
         seq_base: int,
         protect_ref: Callable[[str], str],
         max_line_bytes: int | None = None,
+        labels: Labels = NO_LABELS,
     ) -> None:
         self.received_at = received_at
+        self.labels = labels  # the policies' own decision labels (`decisions:`)
         self.seq_base = seq_base
         self.protect_ref = protect_ref
         self.max_line_bytes = max_line_bytes  # a longer (relevant) line is a reject
@@ -147,6 +151,8 @@ class Interpreter:
         # (thread, ADK confirmation call id) -> the gated call
         self._adk: dict[tuple[str, str], AdkOriginal] = {}
         self._adk_pending: dict[tuple[str, str], list[tuple[str, int, int]]] = {}  # per run
+        # (thread, run) -> where the facts of its untimed input start and end in `facts`
+        self._untimed_inputs: dict[tuple[str, str], tuple[int, int]] = {}
         # legacy on_interrupt events per run, until the run's end says what their ids are
         self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int]]] = {}
         # ag-ui-crewai: its pauses held per run until the run's end, and then (thread,
@@ -364,7 +370,7 @@ class Interpreter:
             RunFact(run_id=run, thread_id=thread, mark=RunMark.INPUT, at=at, seq=seq)
         ]
         # resume[] wins over the legacy form, as the integrations do
-        legacy = None if inp.resume else legacy_resume(inp.forwarded_props)
+        legacy = None if inp.resume else legacy_resume(inp.forwarded_props, self.labels)
         if legacy is not None:
             where = "RunAgentInput: forwardedProps.command.resume: approvedActionFingerprint"
             for digest in (legacy.single_digest, *(e[2] for e in legacy.entries)):
@@ -401,9 +407,10 @@ class Interpreter:
                 )
         for i, entry in enumerate(inp.resume or ()):
             if entry.status == "cancelled":
-                code, digest = Code.CANCEL, None
+                decision = Decision(Code.CANCEL)
             else:
-                code, digest = decision_of(entry.payload)
+                decision = decision_of(entry.payload, self.labels)
+            code, digest = decision.code, decision.digest
             where = f"RunAgentInput: resume.{i}"
             interrupt_id = _checked(entry.interrupt_id, f"{where}: interruptId")
             _checked_or_none(digest, f"{where}: payload.approvedActionFingerprint", DIGEST_MAX)
@@ -416,15 +423,20 @@ class Interpreter:
                     at=at,
                     seq=seq,
                     digest=digest,
+                    via=VIA_EDITED if decision.edited else "resume",
                 )
             )
         facts += self._crewai_cancels(inp, thread, at, seq)
         self._set_ctx(thread, run)
+        if obj.get("timestamp") is None:
+            start = len(self.result.facts)
+            self._untimed_inputs[(thread, run)] = (start, start + len(facts))
         self.result.facts.extend(facts)
 
     def _run_started(self, n: int, obj: dict[str, Any]) -> str:
         thread, run = _id(obj, "threadId", "RUN_STARTED"), _id(obj, "runId", "RUN_STARTED")
         at = self._at(obj)
+        self._time_input(thread, run, obj)
         self._set_ctx(thread, run)
         if obj.get("input") is not None:
             inp = _valid(RunAgentInput, obj["input"], "RUN_STARTED: input")
@@ -435,6 +447,17 @@ class Interpreter:
             )
         )
         return "run"
+
+    def _time_input(self, thread: str, run: str, obj: dict[str, Any]) -> None:
+        """An input without a time takes its run's start time when the producer stamps its
+        events (pydantic-ai): the ingest time, after the whole stream, would put the answers
+        after the run that consumed them."""
+        span = self._untimed_inputs.pop((thread, run), None)
+        if span is None or obj.get("timestamp") is None:
+            return
+        at, facts = self._at(obj), self.result.facts
+        for i in range(*span):
+            facts[i] = replace(facts[i], at=at)
 
     def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
         thread, run = _id(obj, "threadId", "RUN_FINISHED"), _id(obj, "runId", "RUN_FINISHED")

@@ -17,7 +17,7 @@ from sidewatch.core.facts import key_hash
 from sidewatch.core.model import Code
 from sidewatch.ingest.bounds import id_problem
 from sidewatch.ingest.digest import digest_of
-from sidewatch.ingest.payload import decision_of
+from sidewatch.ingest.payload import NO_LABELS, Labels, decision_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ class LegacyResume:
     entries: tuple[tuple[str, Code, str | None], ...]  # (hash of key, code, digest)
 
 
-def legacy_resume(forwarded_props: Any) -> LegacyResume | None:
+def legacy_resume(forwarded_props: Any, labels: Labels = NO_LABELS) -> LegacyResume | None:
     if not isinstance(forwarded_props, dict):
         return None
     command = forwarded_props.get("command")
@@ -90,11 +90,12 @@ def legacy_resume(forwarded_props: Any) -> LegacyResume | None:
     if isinstance(value, str):
         with contextlib.suppress(orjson.JSONDecodeError):  # else: a plain string answer
             value = orjson.loads(value)
-    code, digest = decision_of(value)
+    whole = decision_of(value, labels)
     entries: tuple[tuple[str, Code, str | None], ...] = ()
     if isinstance(value, dict):
-        entries = tuple((key_hash(str(k)), *decision_of(v)) for k, v in value.items())
-    return LegacyResume(code, digest, entries)
+        read = ((key_hash(str(k)), decision_of(v, labels)) for k, v in value.items())
+        entries = tuple((k, d.code, d.digest) for k, d in read)
+    return LegacyResume(whole.code, whole.digest, entries)
 
 
 def _str(v: Any) -> str | None:
@@ -214,4 +215,4 @@ def first_outcome_decision(schema: Any) -> Code | None:
     labels = schema.get("enum") if isinstance(schema, dict) else None
     if not isinstance(labels, list) or not labels or not isinstance(labels[0], str):
         return None
-    return decision_of(labels[0])[0]
+    return decision_of(labels[0]).code

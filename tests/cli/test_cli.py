@@ -231,3 +231,23 @@ def test_help_teaches_the_first_commands() -> None:
     assert 0 == code
     for word in ("sidewatch demo", "ingest", "audit", "check-config"):
         assert word in out
+
+
+def test_ingest_reads_answers_by_the_configured_decision_labels(db: str, tmp_path: Path) -> None:
+    config = tmp_path / "sidewatch.yaml"
+    config.write_text("policies:\n  - name: crew\n    decisions: {decline: [hold_for_window]}\n")
+    unit = tmp_path / "unit.ndjson"
+    unit.write_text(
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r1","timestamp":1785080000000}\n'
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r1","timestamp":1785080000001,'
+        '"outcome":{"type":"interrupt","interrupts":[{"id":"i","reason":"tool_call"}]}}\n'
+        '{"threadId":"t","runId":"r2","messages":[],"timestamp":1785080001000,'
+        '"resume":[{"interruptId":"i","status":"resolved","payload":"hold_for_window"}]}\n'
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r2","timestamp":1785080001001}\n'
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r2","timestamp":1785080001002}\n'
+    )
+
+    code, out = run("ingest", "--config", str(config), "--db", db, str(unit))
+
+    assert 0 == code, out
+    assert ["CLOSED_BY_DECLINE"] == [w["state"] for w in audit_json(db)["waits"]]

@@ -1101,3 +1101,38 @@ def test_an_unknown_route_or_method_is_a_json_error(client: TestClient) -> None:
         r.headers["content-type"] == "application/json" and r.json()["error"]
         for r in (missing, newline, method)
     )
+
+
+def test_ingest_reads_answers_by_the_configured_decision_labels(
+    make_daemon: Callable[..., Daemon], now: int
+) -> None:
+    policy = dataclasses.replace(Config().policies[0], decline_labels=("hold_for_window",))
+    daemon = make_daemon(policies=(policy,))
+    client = TestClient(daemon.app)
+    ask = {"type": "interrupt", "interrupts": [{"id": "i", "reason": "tool_call"}]}
+    answer = {"interruptId": "i", "status": "resolved", "payload": "hold_for_window"}
+    lines = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r1", "timestamp": now - 9 * SEC},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": "t",
+            "runId": "r1",
+            "timestamp": now - 8 * SEC,
+            "outcome": ask,
+        },
+        {
+            "threadId": "t",
+            "runId": "r2",
+            "messages": [],
+            "timestamp": now - 7 * SEC,
+            "resume": [answer],
+        },
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r2", "timestamp": now - 6 * SEC},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2", "timestamp": now - 5 * SEC},
+    ]
+
+    r = client.post("/v1/events", content=ndjson(lines), headers=NDJSON)
+    daemon.auditor.tick(now)
+
+    assert 200 == r.status_code, r.text
+    assert {"t/i": "CLOSED_BY_DECLINE"} == states(client)

@@ -1,7 +1,7 @@
 """Microsoft Agent Framework's AG-UI integration and ag-ui-crewai, driven offline now (scripted
 fake models, no network), each in the venv `make` builds for it from its pinned requirements
-(`.tools/venv-maf`, `.tools/venv-crewai`): their pins clash with sidewatch's. Exactly what they
-emit is fed to sidewatch."""
+(`.tools/venv-maf`, `.tools/venv-crewai`; see tests/producers/venvs.py): their pins clash
+with sidewatch's. Exactly what they emit is fed to sidewatch."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 
 from tests.ingest.test_producers import verdicts_of
 from tests.ingest.test_producers_maf_crewai import CREWAI, MAF, MAF_NEEDS_ASSEMBLE
+from tests.producers.venvs import producer_python
 
 HERE = Path(__file__).parent
-TOOLS = HERE.parents[1] / ".tools"
-VENVS = {"capture_maf.py": "venv-maf", "capture_crewai.py": "venv-crewai"}
+VENVS = {"capture_maf.py": "maf", "capture_crewai.py": "crewai"}
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Run both capture scripts once, each in its integration's own venv and process."""
     out = tmp_path_factory.mktemp("producers")
     for script, venv in VENVS.items():
-        python = TOOLS / venv / "bin" / "python"
-        assert python.exists(), f"{python} is missing: build it with `make .tools/{venv}`"
+        python = producer_python(venv)
         env = {**os.environ, "CREWAI_STORAGE_DIR": str(tmp_path_factory.mktemp("crewai"))}
         env.pop("PYTHONPATH", None)  # the integration's venv alone, not sidewatch's path
         done = subprocess.run(

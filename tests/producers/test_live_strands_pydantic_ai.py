@@ -1,0 +1,72 @@
+"""ag-ui-strands (a Strands `Agent` behind `StrandsAgent`, gated tools) and pydantic-ai's
+`AGUIAdapter` (tools that require approval), driven offline now with scripted fake models.
+Exactly what they emit is fed to sidewatch, ingested as it would be right after the run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.ingest.test_producers_strands_pydantic_ai import (
+    PYDANTIC_AI,
+    STRANDS,
+    ingested_as_captured,
+)
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run both capture scripts once, each in its own process (the producers' own warnings)."""
+    out = tmp_path_factory.mktemp("producers-sp")
+    for script in ("capture_strands.py", "capture_pydantic_ai.py"):
+        done = subprocess.run(
+            [sys.executable, str(HERE / script), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert 0 == done.returncode, done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), {**STRANDS, **PYDANTIC_AI}.items(), ids=[*STRANDS, *PYDANTIC_AI]
+)
+def test_what_the_integration_emits_now_gets_the_verdicts_of_what_happened(
+    emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    assert expected == ingested_as_captured(db_url, (emitted / f"{name}.ndjson").read_bytes())
+
+
+NEVER_ANSWERED = [
+    "strands-approve",
+    "strands-two-approvals",
+    "strands-generic-interrupt",
+    "pydantic-ai-approve",
+    "pydantic-ai-two-approvals",
+]
+
+
+@pytest.mark.parametrize("name", NEVER_ANSWERED)
+def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, name: str) -> None:
+    lines = (emitted / f"{name}.ndjson").read_bytes().splitlines()
+    first_run = lines[: next(n for n, line in enumerate(lines) if b'"RUN_FINISHED"' in line) + 1]
+
+    got = ingested_as_captured(db_url, b"\n".join(first_run))
+
+    assert got and all(v == ("WAITING", None, False) for v in got)
+
+
+def test_a_frontend_tool_is_no_wait_unless_configured(emitted: Path, db_url: str) -> None:
+    """pydantic-ai ends the run in success and names the call in `pendingToolCallIds`; no
+    `waits.frontendTools` is configured by default, so it opens no wait."""
+    body = (emitted / "pydantic-ai-frontend-tool.ndjson").read_bytes()
+    assert b'"pendingToolCallIds":["call_confirm_1"]' in body
+
+    assert [] == ingested_as_captured(db_url, body)
