@@ -1,4 +1,7 @@
-"""`sidewatch`: ingest AG-UI traffic, audit approval waits, validate configs, run the demo."""
+"""`sidewatch`: ingest AG-UI traffic, audit approval waits, validate configs, run the demo.
+
+A command imports only what it uses (the store, the interpreter, the daemon inside its own
+body), so `--help` and `check-config` start in a few tens of milliseconds."""
 
 from __future__ import annotations
 
@@ -13,11 +16,9 @@ from datetime import UTC, datetime
 from functools import wraps
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import orjson
-from sqlalchemy import Engine
 
 from sidewatch import __version__
 from sidewatch.config import (
@@ -27,13 +28,15 @@ from sidewatch.config import (
     read_config_file,
     read_token_files,
 )
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
-from sidewatch.daemon.reports import render, report_name, write_atomic
 from sidewatch.errors import ConfigError, SidewatchError, StoreRefused
-from sidewatch.ingest.reader import read_file
-from sidewatch.report.verdicts import FIRST_MS, audit_json, audit_table
-from sidewatch.store.db import open_store, revision, upgrade
-from sidewatch.store.repo import Store
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from sidewatch.store.repo import Store
+
+# The heavy imports (SQLAlchemy, Alembic, ag-ui's models, uvicorn) happen inside the commands
+# that use them: PLC0415 is waived for this module in pyproject.toml.
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,14 +72,57 @@ def _config(config_path: str | None, db: str | None) -> Config:
 
 
 @contextmanager
-def _store(cfg: Config) -> Iterator[Engine]:
+def _store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
     """The configured store, closed however the command ends (an error included: a pooled
-    PostgreSQL connection would otherwise stay open)."""
-    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
+    PostgreSQL connection would otherwise stay open). A read-only command refuses a store
+    that does not exist or holds no sidewatch schema, and creates nothing."""
+    from sidewatch.store.db import open_store, upgrade
+
+    if read_only:
+        _refuse_missing_file(cfg.db_url)
+    engine = open_store(
+        cfg.db_url, migrate=not read_only, busy_timeout_ms=cfg.store_busy_timeout_ms
+    )
     try:
+        if read_only:
+            _refuse_unmigrated(engine)
+            upgrade(engine)
         yield engine
     finally:
         engine.dispose()
+
+
+_CREATE_HINT = "`sidewatch ingest --db URL FILE` or `sidewatch db upgrade --db URL` creates one"
+
+
+def _refuse_missing_file(url: str) -> None:
+    """An SQLite store named by a file that is not there: a typo, not an empty store."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # open_store says what is wrong with it
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:":
+        return
+    if not database.startswith("file:") and not Path(database).exists():
+        raise SidewatchError(f"store {url} does not exist (nothing was created); {_CREATE_HINT}")
+
+
+def _refuse_unmigrated(engine: Engine) -> None:
+    """A store that holds no sidewatch schema: another application's database, or an empty
+    one. Audited, it would look like an all-clear."""
+    from sqlalchemy import inspect
+
+    from sidewatch.store.db import classified
+
+    name = engine.url.render_as_string(hide_password=True)
+    with classified(f"store {name} is unavailable", f"store {name} refused a query"):
+        tables = set(inspect(engine).get_table_names())
+    if not {"alembic_version", "interrupt"} <= tables:
+        raise SidewatchError(f"store {name} has no sidewatch schema; {_CREATE_HINT}")
 
 
 def _parse_at(value: str | None) -> int:
@@ -143,6 +189,10 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
 
     Exit status: 0 when no line was rejected, 1 when any was (or any file was refused).
     """
+    from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+    from sidewatch.ingest.reader import read_file
+    from sidewatch.store.repo import Store
+
     cfg = _config(config_path, db)
     any_rejected = False
     show_progress = sys.stderr.isatty()
@@ -196,13 +246,20 @@ def audit_cmd(
     config_path: str | None, db: str | None, at: str | None, fmt: str, only_open: bool
 ) -> None:
     """Classify every known wait at a time and print the verdicts (read-only)."""
+    from sidewatch.store.repo import Store
+
     at_ms = _parse_at(at)
     cfg = _config(config_path, db)
-    with _store(cfg) as engine:
+    with _store(cfg, read_only=True) as engine:
         _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
 
 
 def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: bool) -> None:
+    import orjson
+
+    from sidewatch.daemon.pipeline import audit
+    from sidewatch.report.verdicts import audit_json, audit_table
+
     waits = [
         (a.evidence, a.verdict)
         for a in audit(store, cfg.policies, at_ms)
@@ -226,6 +283,9 @@ def demo(fmt: str) -> None:
     ORPHANED one, one STUCK_AFTER_DECISION and one CLOSED_BY_DECLINE, evaluated at
     2026-07-26T16:30:00Z with the default policy. Needs no set-up and touches no store of yours.
     """
+    from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+    from sidewatch.store.repo import Store
+
     body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
     with tempfile.TemporaryDirectory(prefix="sidewatch-demo-") as tmp:
         cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
@@ -266,7 +326,7 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     the one holding the audit lease audits (sidewatch_audit_lease_held says which); with
     a `nats` config section, each also consumes the JetStream stream.
     """
-    from sidewatch.daemon.serve import serve as run_daemon  # noqa: PLC0415 (load uvicorn only here)
+    from sidewatch.daemon.serve import serve as run_daemon
 
     cfg = _config(config_path, db)
     run_daemon(replace(cfg, listen=listen) if listen else cfg)
@@ -314,6 +374,11 @@ def report_cmd(
     with its evidence, owner, next safe move and thresholds, transitions, latency
     percentiles, the longest waits, protocol findings, ingest health, and the change since
     the previous window."""
+    from sidewatch.daemon.pipeline import report
+    from sidewatch.daemon.reports import render, report_name, write_atomic
+    from sidewatch.report.verdicts import FIRST_MS
+    from sidewatch.store.repo import Store
+
     try:
         window_ms = parse_duration(window)
     except ValueError as e:
@@ -322,7 +387,7 @@ def report_cmd(
     if end - window_ms < FIRST_MS:  # its charts need a calendar date at every tick
         raise click.BadParameter("the window must start after the year 1", param_hint="--at")
     cfg = _config(config_path, db)
-    with _store(cfg) as engine:
+    with _store(cfg, read_only=True) as engine:
         body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
     if output is None:
         click.echo(body.decode(), nl=False)
@@ -345,6 +410,8 @@ def db() -> None:
 @_one_line_errors
 def db_upgrade(config_path: str | None, db: str | None) -> None:
     """Apply every migration the store lacks (every command also does this on start)."""
+    from sidewatch.store.db import open_store, revision, upgrade
+
     cfg = _config(config_path, db)
     engine = open_store(cfg.db_url, migrate=False)
     try:

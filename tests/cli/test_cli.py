@@ -231,3 +231,33 @@ def test_help_teaches_the_first_commands() -> None:
     assert 0 == code
     for word in ("sidewatch demo", "ingest", "audit", "check-config"):
         assert word in out
+
+
+@pytest.mark.parametrize("command", ["audit", "report"])
+def test_a_read_only_command_refuses_a_store_file_that_does_not_exist(
+    command: str, tmp_path: Path
+) -> None:
+    typo = tmp_path / "typo.db"
+
+    code, out = run(command, "--db", f"sqlite:///{typo}")
+
+    assert (1, False) == (code, typo.exists())
+    assert [
+        f"sidewatch: error: store sqlite:///{typo} does not exist (nothing was created); "
+        "`sidewatch ingest --db URL FILE` or `sidewatch db upgrade --db URL` creates one"
+    ] == out.splitlines()
+
+
+@pytest.mark.parametrize("command", ["audit", "report"])
+def test_a_read_only_command_refuses_a_database_without_the_sidewatch_schema(
+    command: str, blank_db_url: str, tmp_path: Path
+) -> None:
+    if blank_db_url.startswith("sqlite"):
+        Path(blank_db_url.removeprefix("sqlite:///")).touch()  # an empty file, no tables
+
+    code, out = run(command, "--db", blank_db_url)
+
+    assert 1 == code
+    assert 1 == len(out.splitlines())
+    assert out.startswith("sidewatch: error: store ")
+    assert "has no sidewatch schema; `sidewatch ingest --db URL FILE`" in out
