@@ -23,6 +23,7 @@ import click
 from sidewatch import __version__
 from sidewatch.config import (
     Config,
+    listen_problem,
     load_config,
     parse_duration,
     read_config_file,
@@ -326,6 +327,8 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     the one holding the audit lease audits (sidewatch_audit_lease_held says which); with
     a `nats` config section, each also consumes the JetStream stream.
     """
+    if listen is not None and (problem := listen_problem(listen)) is not None:
+        raise click.BadParameter(f"{listen!r}: {problem}", param_hint="--listen")
     from sidewatch.daemon.serve import serve as run_daemon
 
     cfg = _config(config_path, db)
@@ -430,11 +433,32 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
 @click.argument("path", type=click.Path(dir_okay=False))
 @_one_line_errors
 def check_config(path: str) -> None:
-    """Validate a config file and list every problem at once (exit 1 if any)."""
+    """Validate a config file and list every problem at once (exit 1 if any).
+
+    It runs the checks `serve` runs before it starts (the cron of reports.schedule, the
+    listen address, tokens and TLS files): only whether the port is free is left to serve."""
+    from sidewatch.daemon.listen import check_listen
+
     data = read_config_file(path)
     cfg = load_config(data, os.environ, path, read_token_files(data))
+    check_listen(cfg)
     names = ", ".join(p.name for p in cfg.policies)
-    click.echo(f"{path}: ok ({len(cfg.policies)} policies: {names}; store {cfg.db_url})")
+    store = _safe_url(cfg.db_url)
+    click.echo(f"{path}: ok ({len(cfg.policies)} policies: {names}; store {store})")
+
+
+def _safe_url(url: str) -> str:
+    """A store URL without its password (SQLAlchemy's own masking; a URL without `@` has
+    none, and then SQLAlchemy is not loaded for it)."""
+    if "@" not in url:
+        return url
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
 
 
 def main() -> None:

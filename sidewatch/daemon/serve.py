@@ -10,7 +10,6 @@ import asyncio
 import logging
 import os
 import resource
-import ssl
 import sys
 import time
 import traceback
@@ -33,10 +32,11 @@ from starlette.concurrency import run_in_threadpool
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
-from sidewatch.config import Config, is_loopback, split_listen
+from sidewatch.config import Config
 from sidewatch.core.text import cap, clean, safe
 from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
+from sidewatch.daemon.listen import bind, check_listen
 from sidewatch.daemon.pipeline import ref_protector, report
 from sidewatch.daemon.reports import write_reports
 from sidewatch.errors import SidewatchError, StoreError
@@ -458,33 +458,6 @@ def head_deadline(seconds: float, max_connections: int | None = None) -> type[H1
 FILES_IN_RESERVE = 128
 
 
-def check_listen(config: Config) -> None:
-    """Refuses a non-loopback address without tokens, or in plain HTTP unless allowed (the
-    tokens would travel in clear), and TLS files that do not load."""
-    host, _ = split_listen(config.listen)
-    if not is_loopback(host) and not config.tokens:
-        raise SidewatchError(
-            f"refusing to listen on {config.listen} without tokens: configure server.tokens "
-            "(or SIDEWATCH_INGEST_TOKEN / SIDEWATCH_READ_TOKEN), or listen on 127.0.0.1"
-        )
-    if not is_loopback(host) and config.tls_cert_file is None and not config.allow_plaintext:
-        raise SidewatchError(
-            f"refusing to listen on {config.listen} in plain HTTP, where tokens travel in "
-            "clear: configure server.tls (certFile, keyFile), or terminate TLS in front of "
-            "sidewatch and set server.allowPlaintext: true"
-        )
-    if config.tls_cert_file is not None:
-        try:  # uvicorn loads them again; here a bad file is a one-line error before anything
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-                config.tls_cert_file, config.tls_key_file
-            )
-        except (OSError, ssl.SSLError) as e:
-            raise SidewatchError(
-                f"server.tls: cannot load the certificate {config.tls_cert_file} and key "
-                f"{config.tls_key_file}: {getattr(e, 'strerror', None) or e}"
-            ) from e
-
-
 def raise_open_files() -> int:
     """Raises the soft limit on open files to the hard limit where allowed; returns the soft
     limit now in force."""
@@ -517,7 +490,7 @@ def connection_cap(config: Config, open_files: int) -> int:
 def serve(config: Config) -> None:
     """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS."""
     check_listen(config)
-    host, port = split_listen(config.listen)
+    sock = bind(config.listen)  # a taken port is one line, before anything says "serving"
     setup_logging()
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
@@ -526,8 +499,6 @@ def serve(config: Config) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             daemon.app,
-            host=host,
-            port=port,
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=30,
@@ -541,4 +512,4 @@ def serve(config: Config) -> None:
             ssl_keyfile=config.tls_key_file,
         )
     )
-    server.run()
+    server.run(sockets=[sock])

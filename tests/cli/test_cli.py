@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,51 @@ def test_a_read_only_command_refuses_a_database_without_the_sidewatch_schema(
     assert 1 == len(out.splitlines())
     assert out.startswith("sidewatch: error: store ")
     assert "has no sidewatch schema; `sidewatch ingest --db URL FILE`" in out
+
+
+def test_check_config_refuses_what_serve_would_refuse(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server: {listen: '0.0.0.0:9477'}\n")  # beyond loopback without tokens
+
+    code, out = run("check-config", str(bad))
+
+    assert 1 == code
+    assert [
+        "sidewatch: error: refusing to listen on 0.0.0.0:9477 without tokens: configure "
+        "server.tokens (or SIDEWATCH_INGEST_TOKEN / SIDEWATCH_READ_TOKEN), or listen on 127.0.0.1"
+    ] == out.splitlines()
+
+
+def test_check_config_never_prints_the_store_password(tmp_path: Path) -> None:
+    cfg = tmp_path / "pg.yaml"
+    cfg.write_text("store: {url: 'postgresql+psycopg://bob:hunter2@db.example/sw'}\n")
+
+    code, out = run("check-config", str(cfg))
+
+    assert 0 == code
+    store = "postgresql+psycopg://bob:***@db.example/sw"
+    assert f"{cfg}: ok (1 policies: default; store {store})\n" == out
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_anything_serves(db: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+
+        code, out = run("serve", "--db", db, "--listen", listen)
+
+    assert 1 == code
+    assert [f"sidewatch: error: cannot listen on {listen}: Address already in use"] == (
+        out.splitlines()
+    )
+
+
+def test_serve_listen_with_a_port_out_of_range_is_a_usage_error() -> None:
+    code, out = run("serve", "--listen", "127.0.0.1:99999")
+
+    assert 2 == code
+    assert (
+        "Error: Invalid value for --listen: '127.0.0.1:99999': port 99999 is not between 1 "
+        "and 65535" == out.splitlines()[-1]
+    )
