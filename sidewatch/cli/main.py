@@ -126,6 +126,29 @@ def _refuse_unmigrated(engine: Engine) -> None:
         raise SidewatchError(f"store {name} has no sidewatch schema; {_CREATE_HINT}")
 
 
+def _parse_window(value: str) -> int:
+    """A window's length: a duration with its unit (a bare `24` would be read as seconds,
+    rarely what was meant), longer than nothing."""
+    if value.strip().isdigit() and int(value) != 0:
+        raise click.BadParameter(
+            f"{value!r} has no unit: say {value.strip()}h, {value.strip()}m or {value.strip()}s",
+            param_hint="--window",
+        )
+    try:
+        window_ms = parse_duration(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--window") from None
+    if window_ms <= 0:
+        raise click.BadParameter(f"{value!r} is an empty window", param_hint="--window")
+    return window_ms
+
+
+def _iso(ms: int) -> str:
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
+
+
 def _parse_at(value: str | None) -> int:
     if value is None or value == "now":
         return int(time.time() * 1000)
@@ -382,13 +405,14 @@ def report_cmd(
     from sidewatch.report.verdicts import FIRST_MS
     from sidewatch.store.repo import Store
 
-    try:
-        window_ms = parse_duration(window)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--window") from None
+    window_ms = _parse_window(window)
     end = _parse_at(at)
     if end - window_ms < FIRST_MS:  # its charts need a calendar date at every tick
-        raise click.BadParameter("the window must start after the year 1", param_hint="--at")
+        hint = "--at" if end - FIRST_MS < 86_400_000 else "--window"
+        raise click.BadParameter(
+            f"the window must start after the year 1 ({window} before {_iso(end)} does not)",
+            param_hint=hint,
+        )
     cfg = _config(config_path, db)
     with _store(cfg, read_only=True) as engine:
         body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)

@@ -310,3 +310,26 @@ def test_serve_listen_with_a_port_out_of_range_is_a_usage_error() -> None:
         "Error: Invalid value for --listen: '127.0.0.1:99999': port 99999 is not between 1 "
         "and 65535" == out.splitlines()[-1]
     )
+
+
+@pytest.mark.parametrize(
+    ("window", "error"),
+    [
+        ("24", "'24' has no unit: say 24h, 24m or 24s"),
+        ("0", "'0' is an empty window"),
+        ("0s", "'0s' is an empty window"),
+        (
+            "99999999h",
+            "the window must start after the year 1 (99999999h before 2026-07-26T16:30:00Z "
+            "does not)",
+        ),
+    ],
+    ids=["no-unit", "zero", "zero-seconds", "before-year-1"],
+)
+def test_a_report_window_that_means_nothing_useful_is_a_usage_error(
+    db: str, window: str, error: str
+) -> None:
+    code, out = run("report", "--db", db, "--at", AT, "--window", window)
+
+    assert 2 == code
+    assert f"Error: Invalid value for --window: {error}" == out.splitlines()[-1]
