@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -333,3 +334,31 @@ def test_a_report_window_that_means_nothing_useful_is_a_usage_error(
 
     assert 2 == code
     assert f"Error: Invalid value for --window: {error}" == out.splitlines()[-1]
+
+
+def test_a_store_url_without_a_password_is_not_shown_with_one() -> None:
+    code, out = run("audit", "--db", "postgres://user@localhost/db")
+
+    assert 1 == code
+    assert out.startswith("sidewatch: error: store URL 'postgres://user@localhost/db' is not")
+
+
+def test_a_postgres_scheme_is_answered_with_the_one_to_write() -> None:
+    code, out = run("audit", "--db", "postgres://user:secret@localhost/db")
+
+    assert 1 == code
+    assert [
+        "sidewatch: error: store URL 'postgres://user:***@localhost/db' is not usable: Can't "
+        "load plugin: sqlalchemy.dialects:postgres; for PostgreSQL write postgresql+psycopg://… "
+        "(with pip install 'sidewatch[postgres]')"
+    ] == out.splitlines()
+
+
+def test_a_missing_postgresql_driver_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed
+
+    code, out = run("audit", "--db", "postgresql+psycopg://user:secret@localhost/db")
+
+    assert 1 == code
+    assert out.rstrip().endswith(": pip install 'sidewatch[postgres]'")
+    assert "secret" not in out
