@@ -191,7 +191,7 @@ def cli() -> None:
 
     \b
     Try it:   sidewatch demo
-    Feed it:  sidewatch ingest traffic.ndjson
+    Feed it:  sidewatch ingest examples/traffic.ndjson
     Ask it:   sidewatch audit --open
     """
 
@@ -369,7 +369,7 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     default="24h",
     show_default=True,
     metavar="DURATION",
-    help="Length of the window, e.g. 24h, 7d is 168h.",
+    help="Length of the window, with its unit: 24h, 7d, 90m (a bare number is refused).",
 )
 @click.option(
     "--format",
