@@ -330,8 +330,26 @@ def demo(fmt: str) -> None:
     metavar="HOST:PORT",
     help="Address to serve on (default 127.0.0.1:9477, or server.listen).",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="The least severe log records written (JSON lines on standard error).",
+)
+@click.option(
+    "--access-log",
+    is_flag=True,
+    help="Also log one line per HTTP request (client, method, path, status); off by default.",
+)
 @_one_line_errors
-def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
+def serve(
+    config_path: str | None,
+    db: str | None,
+    listen: str | None,
+    log_level: str,
+    access_log: bool,
+) -> None:
     """Run the daemon: HTTP ingest and read API, /metrics, and the scheduled auditor.
 
     \b
@@ -355,7 +373,8 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     from sidewatch.daemon.serve import serve as run_daemon
 
     cfg = _config(config_path, db)
-    run_daemon(replace(cfg, listen=listen) if listen else cfg)
+    level = {"debug": 10, "info": 20, "warning": 30, "error": 40}[log_level]
+    run_daemon(replace(cfg, listen=listen) if listen else cfg, level, access_log)
 
 
 @cli.command(name="report")

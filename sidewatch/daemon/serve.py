@@ -70,13 +70,14 @@ class JsonLogs(logging.Formatter):
             "logger": record.name,
             "msg": safe(record.getMessage(), LOG_MESSAGE_LIMIT),
         }
-        for key in ("threads", "waits", "transitions", "errors", "seconds"):
-            if hasattr(record, key):
-                entry[key] = getattr(record, key)
+        # Every `extra=` field (our code's counts and ids, never content), cleaned like msg.
+        for key, value in vars(record).items():
+            if key not in _RECORD_FIELDS and key not in entry:
+                entry[key] = safe(value, LOG_MESSAGE_LIMIT) if isinstance(value, str) else value
         if record.exc_info:
             lines = self.formatException(record.exc_info).split("\n")
             entry["exc"] = cap("\n".join(map(clean, lines)), LOG_TRACEBACK_LIMIT)
-        return orjson.dumps(entry).decode()
+        return orjson.dumps(entry, default=_logged).decode()
 
     def formatException(self, ei: Any) -> str:
         """The traceback; but where a database error is in it, that error is told as its class
@@ -98,6 +99,18 @@ class JsonLogs(logging.Formatter):
             + (failure(x) if _is_db_error(x) else f"{type(x).__name__}: {x}")
             for x in reversed(chain)
         )
+
+
+# What every LogRecord has: anything else on a record came from `extra=`.
+_RECORD_FIELDS = frozenset(
+    {*vars(logging.LogRecord("", 0, "", 0, "", (), None)), "message", "asctime", "taskName"}
+    | {"color_message"}  # uvicorn's msg again, with terminal colours
+)
+
+
+def _logged(value: Any) -> str:
+    """An `extra=` value JSON cannot hold, as its cleaned text."""
+    return safe(str(value), LOG_MESSAGE_LIMIT)
 
 
 def _is_db_error(e: BaseException) -> bool:
@@ -487,11 +500,14 @@ def connection_cap(config: Config, open_files: int) -> int:
     return config.max_connections
 
 
-def serve(config: Config) -> None:
-    """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS."""
+def serve(config: Config, log_level: int = logging.INFO, access_log: bool = False) -> None:
+    """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS.
+    `access_log`: one JSON line per request (uvicorn's: client, method, path, status)."""
     check_listen(config)
     sock = bind(config.listen)  # a taken port is one line, before anything says "serving"
-    setup_logging()
+    setup_logging(log_level)
+    if access_log:  # asked for, so written whatever the level
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
     cap = connection_cap(config, raise_open_files())
@@ -500,7 +516,7 @@ def serve(config: Config) -> None:
         uvicorn.Config(
             daemon.app,
             log_config=None,
-            access_log=False,
+            access_log=access_log,
             timeout_graceful_shutdown=30,
             lifespan="on",
             http=head_deadline(config.request_timeout_ms / 1000, cap),
