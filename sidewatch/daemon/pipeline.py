@@ -32,6 +32,7 @@ class IngestSummary:
     rejects: tuple[Reject, ...]
     kinds: dict[str, int]
     duplicate: bool = False  # its key was already stored: nothing was stored again
+    redelivered: bool = False  # every fact of it was already stored (kinds: `redelivered`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +82,17 @@ def ingest_unit(
         if writer is None:
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
         res = Interpreter(received_at, writer.seq_base, protect, max_line_bytes).read(framed)
-        writer.write(
+        redelivered = writer.write(
             protect.digests(res.facts),
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
             res.kinds,
             res.accepted,
             res.skipped,
         )
-    return IngestSummary(source, res.accepted, res.skipped, tuple(res.rejects), dict(res.kinds))
+    kinds = {"redelivered": res.accepted + res.skipped} if redelivered else dict(res.kinds)
+    return IngestSummary(
+        source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
+    )
 
 
 def report(store: Store, policies: tuple[Policy, ...], end: int, window_ms: int) -> dict[str, Any]:

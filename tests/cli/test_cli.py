@@ -362,3 +362,20 @@ def test_a_missing_postgresql_driver_says_what_to_install(monkeypatch: pytest.Mo
     assert 1 == code
     assert out.rstrip().endswith(": pip install 'sidewatch[postgres]'")
     assert "secret" not in out
+
+
+def test_a_file_ingested_twice_is_counted_once_and_its_redelivery_apart(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+    run("ingest", "--db", db, str(FIXTURE))
+
+    code, out = run("report", "--db", db, "--window", "24h", "--format", "json")
+
+    assert 0 == code
+    ingest = json.loads(out)["ingest"]
+    assert (2, 50, 18, 1, 68) == (
+        ingest["units"],
+        ingest["acceptedLines"],
+        ingest["skippedLines"],
+        ingest["redeliveredUnits"],
+        ingest["redeliveredLines"],
+    )

@@ -1136,3 +1136,18 @@ def test_metrics_are_gzip_for_a_client_that_asks_and_plain_for_one_that_does_not
         plain.headers.get("content-encoding"),
     )
     assert plain.text.split("\n")[0] == asked.text.split("\n")[0]  # the same exposition
+
+
+def test_metrics_count_the_lines_of_a_body_delivered_again_apart(
+    client: TestClient, now: int
+) -> None:
+    body = ndjson(scenario(now))
+    client.post("/v1/events", content=body, headers=NDJSON)
+    first = sum(samples(client.get("/metrics").text, "sidewatch_ingested_lines_total").values())
+
+    client.post("/v1/events", content=body, headers=NDJSON)
+    text = client.get("/metrics").text
+
+    again = samples(text, "sidewatch_ingested_lines_total")
+    assert first == again[(("kind", "redelivered"),)]
+    assert 2 * first == sum(again.values())
