@@ -22,8 +22,14 @@ PRODUCER_VENVS := $(patsubst tests/producers/requirements-%.txt,$(TOOLS)/venv-%/
 
 .PHONY: run demo test lint typecheck unit bench soak clean producer-venvs
 
-run: $(VENV)/.installed ## install, then start the daemon on ./sidewatch.db (127.0.0.1:9477)
-	$(BIN)/sidewatch serve
+CONFIG ?=
+# SIGTERM or Ctrl-C reach the daemon through the trap; it drains and stops, and a stop by
+# signal is the recipe's success, so make says nothing of a "*** Terminated" failure.
+run: $(VENV)/.installed ## install, then start the daemon (CONFIG=file.yaml; default ./sidewatch.db on 127.0.0.1:9477)
+	@$(BIN)/sidewatch serve $(if $(CONFIG),--config $(CONFIG)) & pid=$$!; \
+	trap 'kill -TERM $$pid 2>/dev/null' TERM INT; \
+	wait $$pid; status=$$?; while kill -0 $$pid 2>/dev/null; do wait $$pid; status=$$?; done; \
+	case $$status in 130|143) exit 0;; *) exit $$status;; esac
 
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo

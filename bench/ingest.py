@@ -7,12 +7,20 @@ into lines and `orjson.loads` each. Target: sidewatch ingests (and stores) at le
 many lines per second as that floor.
 
     .venv/bin/python bench/ingest.py [--runs 3000] [--repeat 3]
+    .venv/bin/python bench/ingest.py --process [--lines 1000000]
+
+With `--process`, both sides are whole processes on a file of about `--lines` lines with one
+interrupt per 50 lines: `sidewatch ingest FILE` (start-up, reading, storing, exit) beside a
+process that only runs `orjson.loads` on every line of the same file; with the peak resident
+memory of each. Targets: at least half the floor's lines per second, under 200 MB.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +42,7 @@ ARG_CHUNKS = 20
 GRAPH_STEPS = 3
 
 
-def stream(runs: int) -> bytes:
+def stream(runs: int, reasoning: int = REASONING_TOKENS, text: int = TEXT_TOKENS) -> bytes:
     lines: list[str] = []
     add = lines.append
     for n in range(runs):
@@ -50,14 +58,14 @@ def stream(runs: int) -> bytes:
         add(f'{{"type":"REASONING_MESSAGE_START","messageId":"{r}-r","role":"reasoning"}}')
         lines.extend(
             f'{{"type":"REASONING_MESSAGE_CONTENT","messageId":"{r}-r","delta":" thought{k}"}}'
-            for k in range(REASONING_TOKENS)
+            for k in range(reasoning)
         )
         add(f'{{"type":"REASONING_MESSAGE_END","messageId":"{r}-r"}}')
         add(f'{{"type":"REASONING_END","messageId":"{r}-r"}}')
         add(f'{{"type":"TEXT_MESSAGE_START","messageId":"{r}-m","role":"assistant"}}')
         lines.extend(
             f'{{"type":"TEXT_MESSAGE_CONTENT","messageId":"{r}-m","delta":" token{k}"}}'
-            for k in range(TEXT_TOKENS)
+            for k in range(text)
         )
         add(f'{{"type":"TEXT_MESSAGE_END","messageId":"{r}-m"}}')
         add(f'{{"type":"TOOL_CALL_START","toolCallId":"c-{n}","toolCallName":"deploy_service"}}')
@@ -147,11 +155,69 @@ def sidewatch_rate(body: bytes, lines: int) -> float:
     return lines / elapsed
 
 
+FLOOR = """
+import sys, orjson
+with open(sys.argv[1], "rb") as fh:
+    for line in fh:
+        if line.strip():
+            orjson.loads(line)
+"""
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(seconds, peak resident MB) of a whole process. GNU time starts it: a child forked
+    from this process would count this one's pages in its peak."""
+    with tempfile.NamedTemporaryFile("r") as peak:
+        start = time.perf_counter()
+        subprocess.run(
+            ["/usr/bin/time", "-o", peak.name, "-f", "%M", *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
+        elapsed = time.perf_counter() - start
+        return elapsed, int(peak.read().split()[-1]) / 1024  # KiB
+
+
+def process_bench(lines_wanted: int, repeat: int) -> None:
+    # 50 lines a run: 3 reasoning and 6 text token deltas beside the fixed 41 lines.
+    body = stream(max(1, lines_wanted // 50), reasoning=3, text=6)
+    lines = body.count(b"\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "stream.ndjson"
+        path.write_bytes(body)
+        floor_s, floor_mb = min(
+            timed([sys.executable, "-c", FLOOR, str(path)]) for _ in range(repeat)
+        )
+        ours: list[tuple[float, float]] = []
+        for n in range(repeat):
+            db = f"sqlite:///{Path(tmp) / f'bench-{n}.db'}"
+            ours.append(timed([sys.executable, "-m", "sidewatch", "ingest", "--db", db, str(path)]))
+        our_s, our_mb = min(ours)
+    ratio = floor_s / our_s
+    runs = body.count(b'"RUN_STARTED"')
+    print(
+        f"stream: {lines} lines, {len(body) / 1e6:.1f} MB, "
+        f"an interrupt per {lines / runs:.0f} lines"
+    )
+    print(f"orjson.loads every line : {lines / floor_s:12,.0f} lines/s, peak {floor_mb:4.0f} MB")
+    print(f"sidewatch ingest FILE   : {lines / our_s:12,.0f} lines/s, peak {our_mb:4.0f} MB")
+    print(
+        f"ratio {ratio:.2f} (target >= 0.50) {'ok' if ratio >= 0.5 else 'BELOW TARGET'}; "
+        f"peak {our_mb:.0f} MB (target < 200) {'ok' if our_mb < 200 else 'OVER TARGET'}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--process", action="store_true", help="whole processes on a file")
+    ap.add_argument("--lines", type=int, default=1_000_000, help="with --process")
     ap.add_argument("--runs", type=int, default=3000, help="agent runs (about 230 lines each)")
     ap.add_argument("--repeat", type=int, default=3, help="best of N for each side")
     args = ap.parse_args()
+    if args.process:
+        process_bench(args.lines, args.repeat)
+        return
     body = stream(args.runs)
     lines = body.count(b"\n")
     ours = max(sidewatch_rate(body, lines) for _ in range(args.repeat))

@@ -275,8 +275,8 @@ def _server(
         )
         external = None
     listen = server.get("listen", DEFAULT_LISTEN)
-    if not isinstance(listen, str) or not _LISTEN.match(listen):
-        problems.append("server.listen: must be HOST:PORT, e.g. 127.0.0.1:9477")
+    if (problem := listen_problem(listen)) is not None:
+        problems.append(f"server.listen: {problem}")
         listen = DEFAULT_LISTEN
     timeout = _dur(server, "requestTimeout", 30_000, "server", problems)
     if timeout < 1000:
@@ -389,6 +389,9 @@ def _reports(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
     if schedule is not None and (not isinstance(schedule, str) or len(schedule.split()) != 5):
         problems.append("reports.schedule: must be a 5-field cron expression, or null for off")
         schedule = None
+    elif schedule is not None and (problem := _cron_problem(schedule)) is not None:
+        problems.append(f"reports.schedule: {problem}")
+        schedule = None
     directory = reports.get("directory", "./reports")
     if not isinstance(directory, str) or not directory:
         problems.append("reports.directory: must be a path")
@@ -404,6 +407,18 @@ def _reports(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str
         "report_formats": tuple(formats),
         "report_retention_ms": _dur(reports, "retention", 30 * 86_400_000, "reports", problems),
     }
+
+
+def _cron_problem(schedule: str) -> str | None:
+    """The parser `serve` schedules the nightly report with, so that a cron it would refuse
+    is a config problem (APScheduler's own message: "Error validating expression '61'")."""
+    from apscheduler.triggers.cron import CronTrigger  # noqa: PLC0415 (only with a schedule)
+
+    try:
+        CronTrigger.from_crontab(schedule, timezone="UTC")
+    except ValueError as e:
+        return f"{schedule!r} is not a valid cron expression: {e}"
+    return None
 
 
 _NATS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -450,6 +465,23 @@ def _nats(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) 
     return {
         "nats": NatsSource(url, names["stream"], names["durable"], subject, batch, ack_wait, retry)
     }
+
+
+def listen_problem(listen: Any) -> str | None:
+    """What is wrong with a `HOST:PORT` to listen on, as `serve` would find it; None if
+    nothing (the address may still be taken, which only binding can tell)."""
+    match = _LISTEN.match(listen) if isinstance(listen, str) else None
+    if match is None:
+        return "must be HOST:PORT, e.g. 127.0.0.1:9477"
+    host, port = match[1], int(match[2])
+    if not 1 <= port <= 65535:
+        return f"port {port} is not between 1 and 65535"
+    if host.startswith("[") or re.fullmatch(r"[\d.]+", host):
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            return f"{host} is not an IP address"
+    return None
 
 
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})$")

@@ -321,3 +321,36 @@ def test_a_label_mapped_both_ways_is_a_problem() -> None:
         load_config(raw, {})
 
     assert ["policies (b, a).decisions: 'go' is both accept and decline"] == e.value.problems
+
+
+@pytest.mark.parametrize(
+    ("listen", "problem"),
+    [
+        ("127.0.0.1:99999", "port 99999 is not between 1 and 65535"),
+        ("127.0.0.1:0", "port 0 is not between 1 and 65535"),
+        ("999.1.1.1:9477", "999.1.1.1 is not an IP address"),
+        ("[1::2::3]:9477", "[1::2::3] is not an IP address"),
+        ("9477", "must be HOST:PORT, e.g. 127.0.0.1:9477"),
+    ],
+    ids=["port-too-big", "port-zero", "bad-ipv4", "bad-ipv6", "no-host"],
+)
+def test_a_listen_address_serve_could_not_bind_is_a_problem(listen: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"server": {"listen": listen}}, {})
+
+    assert [f"server.listen: {problem}"] == err.value.problems
+
+
+@pytest.mark.parametrize("listen", ["[::1]:9477", "0.0.0.0:1", "localhost:65535"])
+def test_a_listen_address_serve_can_bind_is_accepted(listen: str) -> None:
+    assert listen == load_config({"server": {"listen": listen}}, {}).listen
+
+
+def test_a_report_schedule_that_apscheduler_refuses_is_a_problem() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"reports": {"schedule": "61 * * * *"}}, {})
+
+    assert [
+        "reports.schedule: '61 * * * *' is not a valid cron expression: Error validating "
+        "expression '61': the last value (61) is higher than the maximum value (59)"
+    ] == err.value.problems

@@ -1,4 +1,7 @@
-"""`sidewatch`: ingest AG-UI traffic, audit approval waits, validate configs, run the demo."""
+"""`sidewatch`: ingest AG-UI traffic, audit approval waits, validate configs, run the demo.
+
+A command imports only what it uses (the store, the interpreter, the daemon inside its own
+body), so `--help` and `check-config` start in a few tens of milliseconds."""
 
 from __future__ import annotations
 
@@ -13,27 +16,28 @@ from datetime import UTC, datetime
 from functools import wraps
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import orjson
-from sqlalchemy import Engine
 
 from sidewatch import __version__
 from sidewatch.config import (
     Config,
+    listen_problem,
     load_config,
     parse_duration,
     read_config_file,
     read_token_files,
 )
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
-from sidewatch.daemon.reports import render, report_name, write_atomic
 from sidewatch.errors import ConfigError, SidewatchError, StoreRefused
-from sidewatch.ingest.reader import read_file
-from sidewatch.report.verdicts import FIRST_MS, audit_json, audit_table
-from sidewatch.store.db import open_store, revision, upgrade
-from sidewatch.store.repo import Store
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from sidewatch.store.repo import Store
+
+# The heavy imports (SQLAlchemy, Alembic, ag-ui's models, uvicorn) happen inside the commands
+# that use them: PLC0415 is waived for this module in pyproject.toml.
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,14 +73,80 @@ def _config(config_path: str | None, db: str | None) -> Config:
 
 
 @contextmanager
-def _store(cfg: Config) -> Iterator[Engine]:
+def _store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
     """The configured store, closed however the command ends (an error included: a pooled
-    PostgreSQL connection would otherwise stay open)."""
-    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
+    PostgreSQL connection would otherwise stay open). A read-only command refuses a store
+    that does not exist or holds no sidewatch schema, and creates nothing."""
+    from sidewatch.store.db import open_store, upgrade
+
+    if read_only:
+        _refuse_missing_file(cfg.db_url)
+    engine = open_store(
+        cfg.db_url, migrate=not read_only, busy_timeout_ms=cfg.store_busy_timeout_ms
+    )
     try:
+        if read_only:
+            _refuse_unmigrated(engine)
+            upgrade(engine)
         yield engine
     finally:
         engine.dispose()
+
+
+_CREATE_HINT = "`sidewatch ingest --db URL FILE` or `sidewatch db upgrade --db URL` creates one"
+
+
+def _refuse_missing_file(url: str) -> None:
+    """An SQLite store named by a file that is not there: a typo, not an empty store."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # open_store says what is wrong with it
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:":
+        return
+    if not database.startswith("file:") and not Path(database).exists():
+        raise SidewatchError(f"store {url} does not exist (nothing was created); {_CREATE_HINT}")
+
+
+def _refuse_unmigrated(engine: Engine) -> None:
+    """A store that holds no sidewatch schema: another application's database, or an empty
+    one. Audited, it would look like an all-clear."""
+    from sqlalchemy import inspect
+
+    from sidewatch.store.db import classified
+
+    name = engine.url.render_as_string(hide_password=True)
+    with classified(f"store {name} is unavailable", f"store {name} refused a query"):
+        tables = set(inspect(engine).get_table_names())
+    if not {"alembic_version", "interrupt"} <= tables:
+        raise SidewatchError(f"store {name} has no sidewatch schema; {_CREATE_HINT}")
+
+
+def _parse_window(value: str) -> int:
+    """A window's length: a duration with its unit (a bare `24` would be read as seconds,
+    rarely what was meant), longer than nothing."""
+    if value.strip().isdigit() and int(value) != 0:
+        raise click.BadParameter(
+            f"{value!r} has no unit: say {value.strip()}h, {value.strip()}m or {value.strip()}s",
+            param_hint="--window",
+        )
+    try:
+        window_ms = parse_duration(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--window") from None
+    if window_ms <= 0:
+        raise click.BadParameter(f"{value!r} is an empty window", param_hint="--window")
+    return window_ms
+
+
+def _iso(ms: int) -> str:
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
 
 
 def _parse_at(value: str | None) -> int:
@@ -121,7 +191,7 @@ def cli() -> None:
 
     \b
     Try it:   sidewatch demo
-    Feed it:  sidewatch ingest traffic.ndjson
+    Feed it:  sidewatch ingest examples/traffic.ndjson
     Ask it:   sidewatch audit --open
     """
 
@@ -143,6 +213,10 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
 
     Exit status: 0 when no line was rejected, 1 when any was (or any file was refused).
     """
+    from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+    from sidewatch.ingest.reader import read_file
+    from sidewatch.store.repo import Store
+
     cfg = _config(config_path, db)
     any_rejected = False
     show_progress = sys.stderr.isatty()
@@ -199,13 +273,20 @@ def audit_cmd(
     config_path: str | None, db: str | None, at: str | None, fmt: str, only_open: bool
 ) -> None:
     """Classify every known wait at a time and print the verdicts (read-only)."""
+    from sidewatch.store.repo import Store
+
     at_ms = _parse_at(at)
     cfg = _config(config_path, db)
-    with _store(cfg) as engine:
+    with _store(cfg, read_only=True) as engine:
         _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
 
 
 def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: bool) -> None:
+    import orjson
+
+    from sidewatch.daemon.pipeline import audit
+    from sidewatch.report.verdicts import audit_json, audit_table
+
     waits = [
         (a.evidence, a.verdict)
         for a in audit(store, cfg.policies, at_ms)
@@ -229,6 +310,9 @@ def demo(fmt: str) -> None:
     ORPHANED one, one STUCK_AFTER_DECISION and one CLOSED_BY_DECLINE, evaluated at
     2026-07-26T16:30:00Z with the default policy. Needs no set-up and touches no store of yours.
     """
+    from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+    from sidewatch.store.repo import Store
+
     body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
     with tempfile.TemporaryDirectory(prefix="sidewatch-demo-") as tmp:
         cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
@@ -249,8 +333,26 @@ def demo(fmt: str) -> None:
     metavar="HOST:PORT",
     help="Address to serve on (default 127.0.0.1:9477, or server.listen).",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="The least severe log records written (JSON lines on standard error).",
+)
+@click.option(
+    "--access-log",
+    is_flag=True,
+    help="Also log one line per HTTP request (client, method, path, status); off by default.",
+)
 @_one_line_errors
-def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
+def serve(
+    config_path: str | None,
+    db: str | None,
+    listen: str | None,
+    log_level: str,
+    access_log: bool,
+) -> None:
     """Run the daemon: HTTP ingest and read API, /metrics, and the scheduled auditor.
 
     \b
@@ -271,10 +373,13 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     the one holding the audit lease audits (sidewatch_audit_lease_held says which); with
     a `nats` config section, each also consumes the JetStream stream.
     """
-    from sidewatch.daemon.serve import serve as run_daemon  # noqa: PLC0415 (load uvicorn only here)
+    if listen is not None and (problem := listen_problem(listen)) is not None:
+        raise click.BadParameter(f"{listen!r}: {problem}", param_hint="--listen")
+    from sidewatch.daemon.serve import serve as run_daemon
 
     cfg = _config(config_path, db)
-    run_daemon(replace(cfg, listen=listen) if listen else cfg)
+    level = {"debug": 10, "info": 20, "warning": 30, "error": 40}[log_level]
+    run_daemon(replace(cfg, listen=listen) if listen else cfg, level, access_log)
 
 
 @cli.command(name="report")
@@ -288,7 +393,7 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     default="24h",
     show_default=True,
     metavar="DURATION",
-    help="Length of the window, e.g. 24h, 7d is 168h.",
+    help="Length of the window, with its unit: 24h, 7d, 90m (a bare number is refused).",
 )
 @click.option(
     "--format",
@@ -319,15 +424,21 @@ def report_cmd(
     with its evidence, owner, next safe move and thresholds, transitions, latency
     percentiles, the longest waits, protocol findings, ingest health, and the change since
     the previous window."""
-    try:
-        window_ms = parse_duration(window)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--window") from None
+    from sidewatch.daemon.pipeline import report
+    from sidewatch.daemon.reports import render, report_name, write_atomic
+    from sidewatch.report.verdicts import FIRST_MS
+    from sidewatch.store.repo import Store
+
+    window_ms = _parse_window(window)
     end = _parse_at(at)
     if end - window_ms < FIRST_MS:  # its charts need a calendar date at every tick
-        raise click.BadParameter("the window must start after the year 1", param_hint="--at")
+        hint = "--at" if end - FIRST_MS < 86_400_000 else "--window"
+        raise click.BadParameter(
+            f"the window must start after the year 1 ({window} before {_iso(end)} does not)",
+            param_hint=hint,
+        )
     cfg = _config(config_path, db)
-    with _store(cfg) as engine:
+    with _store(cfg, read_only=True) as engine:
         body = render(report(Store(engine), cfg.policies, end, window_ms), fmt, cfg.external_url)
     if output is None:
         click.echo(body.decode(), nl=False)
@@ -350,6 +461,8 @@ def db() -> None:
 @_one_line_errors
 def db_upgrade(config_path: str | None, db: str | None) -> None:
     """Apply every migration the store lacks (every command also does this on start)."""
+    from sidewatch.store.db import open_store, revision, upgrade
+
     cfg = _config(config_path, db)
     engine = open_store(cfg.db_url, migrate=False)
     try:
@@ -368,11 +481,32 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
 @click.argument("path", type=click.Path(dir_okay=False))
 @_one_line_errors
 def check_config(path: str) -> None:
-    """Validate a config file and list every problem at once (exit 1 if any)."""
+    """Validate a config file and list every problem at once (exit 1 if any).
+
+    It runs the checks `serve` runs before it starts (the cron of reports.schedule, the
+    listen address, tokens and TLS files): only whether the port is free is left to serve."""
+    from sidewatch.daemon.listen import check_listen
+
     data = read_config_file(path)
     cfg = load_config(data, os.environ, path, read_token_files(data))
+    check_listen(cfg)
     names = ", ".join(p.name for p in cfg.policies)
-    click.echo(f"{path}: ok ({len(cfg.policies)} policies: {names}; store {cfg.db_url})")
+    store = _safe_url(cfg.db_url)
+    click.echo(f"{path}: ok ({len(cfg.policies)} policies: {names}; store {store})")
+
+
+def _safe_url(url: str) -> str:
+    """A store URL without its password (SQLAlchemy's own masking; a URL without `@` has
+    none, and then SQLAlchemy is not loaded for it)."""
+    if "@" not in url:
+        return url
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
 
 
 def main() -> None:

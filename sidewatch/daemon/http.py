@@ -5,6 +5,7 @@ the unit's transaction committed."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hmac
 import logging
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -287,7 +288,12 @@ async def get_wait(request: Request) -> Response:
     except StoreRefused:  # a requestId the store cannot even hold (a NUL) names no wait
         body = None
     if body is None:
-        return _error(404, f"no wait with requestId {request_id!r}")
+        hint = (
+            ""
+            if "/" in request_id
+            else ": a requestId is threadId/interruptId, as GET /v1/waits lists them"
+        )
+        return _error(404, f"no wait with requestId {request_id!r}{hint}")
     return _json(body)
 
 
@@ -305,8 +311,12 @@ async def _protected_metrics(request: Request) -> Response:
 
 def _metrics(app: AppState, request: Request) -> Response:
     # The exposition format the scraper asks for (Prometheus negotiates it by Accept).
+    # Compressed for a client that asks (Prometheus does), as prometheus_client's own server.
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encoder(app.registry), headers={"Content-Type": content_type})
+    body, headers = encoder(app.registry), {"Content-Type": content_type, "Vary": "Accept-Encoding"}
+    if gzip_accepted(request.headers.get("accept-encoding", "")):
+        body, headers["Content-Encoding"] = gzip.compress(body, compresslevel=6), "gzip"
+    return Response(body, headers=headers)
 
 
 async def openapi(request: Request) -> Response:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
-
-from sqlalchemy import Engine
+from typing import TYPE_CHECKING, Any
 
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
@@ -14,13 +12,15 @@ from sidewatch.core.health import classify
 from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
 from sidewatch.errors import InputError, TooLarge
-from sidewatch.ingest.agui import Interpreter, Reject
-from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.payload import NO_LABELS, Labels
-from sidewatch.ingest.reader import frame
 from sidewatch.report.build import IngestHealth, build_report
-from sidewatch.store.hashkey import erase_legacy_key, hash_key
 from sidewatch.store.repo import RejectedLine, Store
+
+if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
+    from sqlalchemy import Engine
+
+    from sidewatch.ingest.agui import Reject
+    from sidewatch.ingest.digest import RefProtector
 
 log = logging.getLogger("sidewatch.auditor")
 
@@ -33,6 +33,7 @@ class IngestSummary:
     rejects: tuple[Reject, ...]
     kinds: dict[str, int]
     duplicate: bool = False  # its key was already stored: nothing was stored again
+    redelivered: bool = False  # every fact of it was already stored (kinds: `redelivered`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,9 @@ class Audited:
 def ref_protector(engine: Engine, config: Config) -> RefProtector:
     """Hashes personal-looking approver refs with the configured key, else the store's own
     (kept apart from the store: see store.hashkey)."""
+    from sidewatch.ingest.digest import RefProtector  # noqa: PLC0415 (only ingest needs it)
+    from sidewatch.store.hashkey import erase_legacy_key, hash_key  # noqa: PLC0415
+
     if config.approver_ref_key:
         erase_legacy_key(engine)  # an earlier release's key, unused from now on
         key = config.approver_ref_key.encode()
@@ -67,6 +71,9 @@ def ingest_unit(
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
     A unit over `max_lines` is refused whole (TooLarge), before anything is stored. A unit
     whose `key` is already stored is a duplicate: nothing is stored again."""
+    from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
+    from sidewatch.ingest.reader import frame  # noqa: PLC0415
+
     framed = frame(body, media_type)
     if not framed.items and not any(line.strip() for line in framed.lines):
         raise InputError("the body holds no line to ingest")
@@ -78,14 +85,17 @@ def ingest_unit(
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
         interpreter = Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels)
         res = interpreter.read(framed)
-        writer.write(
+        redelivered = writer.write(
             protect.digests(res.facts),
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
             res.kinds,
             res.accepted,
             res.skipped,
         )
-    return IngestSummary(source, res.accepted, res.skipped, tuple(res.rejects), dict(res.kinds))
+    kinds = {"redelivered": res.accepted + res.skipped} if redelivered else dict(res.kinds)
+    return IngestSummary(
+        source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
+    )
 
 
 def report(store: Store, policies: tuple[Policy, ...], end: int, window_ms: int) -> dict[str, Any]:

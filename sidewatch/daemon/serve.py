@@ -10,7 +10,6 @@ import asyncio
 import logging
 import os
 import resource
-import ssl
 import sys
 import time
 import traceback
@@ -33,10 +32,11 @@ from starlette.concurrency import run_in_threadpool
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
-from sidewatch.config import Config, is_loopback, split_listen
+from sidewatch.config import Config
 from sidewatch.core.text import cap, clean, safe
 from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
+from sidewatch.daemon.listen import bind, check_listen
 from sidewatch.daemon.pipeline import ref_protector, report
 from sidewatch.daemon.reports import write_reports
 from sidewatch.daemon.selfwatch import SelfCollector
@@ -71,13 +71,14 @@ class JsonLogs(logging.Formatter):
             "logger": record.name,
             "msg": safe(record.getMessage(), LOG_MESSAGE_LIMIT),
         }
-        for key in ("threads", "waits", "transitions", "errors", "seconds"):
-            if hasattr(record, key):
-                entry[key] = getattr(record, key)
+        # Every `extra=` field (our code's counts and ids, never content), cleaned like msg.
+        for key, value in vars(record).items():
+            if key not in _RECORD_FIELDS and key not in entry:
+                entry[key] = safe(value, LOG_MESSAGE_LIMIT) if isinstance(value, str) else value
         if record.exc_info:
             lines = self.formatException(record.exc_info).split("\n")
             entry["exc"] = cap("\n".join(map(clean, lines)), LOG_TRACEBACK_LIMIT)
-        return orjson.dumps(entry).decode()
+        return orjson.dumps(entry, default=_logged).decode()
 
     def formatException(self, ei: Any) -> str:
         """The traceback; but where a database error is in it, that error is told as its class
@@ -99,6 +100,18 @@ class JsonLogs(logging.Formatter):
             + (failure(x) if _is_db_error(x) else f"{type(x).__name__}: {x}")
             for x in reversed(chain)
         )
+
+
+# What every LogRecord has: anything else on a record came from `extra=`.
+_RECORD_FIELDS = frozenset(
+    {*vars(logging.LogRecord("", 0, "", 0, "", (), None)), "message", "asctime", "taskName"}
+    | {"color_message"}  # uvicorn's msg again, with terminal colours
+)
+
+
+def _logged(value: Any) -> str:
+    """An `extra=` value JSON cannot hold, as its cleaned text."""
+    return safe(str(value), LOG_MESSAGE_LIMIT)
 
 
 def _is_db_error(e: BaseException) -> bool:
@@ -466,33 +479,6 @@ def head_deadline(seconds: float, max_connections: int | None = None) -> type[H1
 FILES_IN_RESERVE = 128
 
 
-def check_listen(config: Config) -> None:
-    """Refuses a non-loopback address without tokens, or in plain HTTP unless allowed (the
-    tokens would travel in clear), and TLS files that do not load."""
-    host, _ = split_listen(config.listen)
-    if not is_loopback(host) and not config.tokens:
-        raise SidewatchError(
-            f"refusing to listen on {config.listen} without tokens: configure server.tokens "
-            "(or SIDEWATCH_INGEST_TOKEN / SIDEWATCH_READ_TOKEN), or listen on 127.0.0.1"
-        )
-    if not is_loopback(host) and config.tls_cert_file is None and not config.allow_plaintext:
-        raise SidewatchError(
-            f"refusing to listen on {config.listen} in plain HTTP, where tokens travel in "
-            "clear: configure server.tls (certFile, keyFile), or terminate TLS in front of "
-            "sidewatch and set server.allowPlaintext: true"
-        )
-    if config.tls_cert_file is not None:
-        try:  # uvicorn loads them again; here a bad file is a one-line error before anything
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-                config.tls_cert_file, config.tls_key_file
-            )
-        except (OSError, ssl.SSLError) as e:
-            raise SidewatchError(
-                f"server.tls: cannot load the certificate {config.tls_cert_file} and key "
-                f"{config.tls_key_file}: {getattr(e, 'strerror', None) or e}"
-            ) from e
-
-
 def raise_open_files() -> int:
     """Raises the soft limit on open files to the hard limit where allowed; returns the soft
     limit now in force."""
@@ -522,11 +508,14 @@ def connection_cap(config: Config, open_files: int) -> int:
     return config.max_connections
 
 
-def serve(config: Config) -> None:
-    """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS."""
+def serve(config: Config, log_level: int = logging.INFO, access_log: bool = False) -> None:
+    """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS.
+    `access_log`: one JSON line per request (uvicorn's: client, method, path, status)."""
     check_listen(config)
-    host, port = split_listen(config.listen)
-    setup_logging()
+    sock = bind(config.listen)  # a taken port is one line, before anything says "serving"
+    setup_logging(log_level)
+    if access_log:  # asked for, so written whatever the level
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
     cap = connection_cap(config, raise_open_files())
@@ -534,10 +523,8 @@ def serve(config: Config) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             daemon.app,
-            host=host,
-            port=port,
             log_config=None,
-            access_log=False,
+            access_log=access_log,
             timeout_graceful_shutdown=30,
             lifespan="on",
             http=head_deadline(config.request_timeout_ms / 1000, cap),
@@ -549,4 +536,4 @@ def serve(config: Config) -> None:
             ssl_keyfile=config.tls_key_file,
         )
     )
-    server.run()
+    server.run(sockets=[sock])

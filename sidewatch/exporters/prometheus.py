@@ -30,6 +30,7 @@ from sidewatch.exporters.snapshot import (
 )
 
 INGEST_KINDS = (
+    "redelivered",  # every line of a unit whose facts were all stored already
     "input",
     "run",
     "interrupt",

@@ -25,6 +25,8 @@ class IngestHealth:
     accepted: int
     skipped: int
     rejected: dict[str, int]  # reason -> lines
+    redelivered_units: int = 0  # units whose every fact was already stored
+    redelivered_lines: int = 0  # their lines (not in accepted and skipped)
 
 
 def build_report(
@@ -136,6 +138,8 @@ def _summary(
         "ingest": {
             "units": ingest.units,
             "acceptedLines": ingest.accepted,
+            "redeliveredUnits": ingest.redelivered_units,
+            "redeliveredLines": ingest.redelivered_lines,
             "skippedLines": ingest.skipped,
             "rejectedLines": sum(ingest.rejected.values()),
             "rejectedByReason": dict(sorted(ingest.rejected.items())),

@@ -362,8 +362,12 @@ def _findings(r: dict[str, Any]) -> str:
 
 def _ingest(r: dict[str, Any]) -> str:
     now, before = r["ingest"], r["previous"]["ingest"]
-    keys = ("units", "acceptedLines", "skippedLines", "rejectedLines")
-    names = ("Units read", "Lines accepted", "Lines skipped", "Lines rejected")
-    rows = [(n, _e(now[k]), _delta(now[k] - before[k])) for k, n in zip(keys, names, strict=True)]
+    keys = ("units", "acceptedLines", "skippedLines", "rejectedLines", "redeliveredLines")
+    names = ("Units read", "Lines accepted", "Lines skipped", "Lines rejected", "Lines again")
+    # .get: a report written before re-delivered lines were counted has none
+    rows = [
+        (n, _e(now.get(k, 0)), _delta(now.get(k, 0) - before.get(k, 0)))
+        for k, n in zip(keys, names, strict=True)
+    ]
     rows += [(f"&emsp;rejected: {_code(k)}", _e(n), "") for k, n in now["rejectedByReason"].items()]
     return _table(("Ingest", "This window", "Change"), rows, (1, 2))

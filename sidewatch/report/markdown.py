@@ -173,6 +173,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"skipped, {ing['rejectedLines']} rejected "
         f"({_signed(report['change']['rejectedLines'])} on the previous window).",
     ]
+    if ing.get("redeliveredUnits"):
+        lines[-1] = lines[-1].removesuffix(".") + (
+            f"; {ing['redeliveredUnits']} of the units delivered again: "
+            f"{ing['redeliveredLines']} lines already stored, not counted above."
+        )
     if ing["rejectedByReason"]:
         reasons = [[reason, n] for reason, n in ing["rejectedByReason"].items()]
         lines += ["", *_table(["reason", "lines"], reasons)]

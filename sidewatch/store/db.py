@@ -15,6 +15,7 @@ from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -39,7 +40,7 @@ def open_store(url: str, migrate: bool = True, busy_timeout_ms: int = 10_000) ->
         # hide_parameters: an error's text never holds the values of a unit.
         engine = create_engine(url, future=True, pool_pre_ping=True, hide_parameters=True)
     except (ArgumentError, ImportError) as e:
-        raise StoreError(f"store URL {_safe(url)!r} is not usable: {e}") from e
+        raise StoreError(f"store URL {_safe(url)!r} is not usable: {_hint(url, e)}") from e
     if engine.dialect.name == "sqlite":
         _create_private(engine)
         _sqlite_pragmas(engine, busy_timeout_ms)
@@ -117,12 +118,24 @@ def revision(engine: Engine) -> tuple[str | None, str | None]:
 
 
 def _safe(url: str) -> str:
-    """The URL without its password, for messages."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
-    return url
+    """The URL without its password, for messages (SQLAlchemy's own masking)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(a URL SQLAlchemy cannot parse)" if "@" in url else url
+
+
+def _hint(url: str, e: BaseException) -> str:
+    """Why SQLAlchemy cannot use `url`, with what to do about it."""
+    scheme = url.partition("://")[0]
+    if scheme in ("postgres", "postgresql") and isinstance(e, ImportError | ArgumentError):
+        return (
+            f"{e}; for PostgreSQL write postgresql+psycopg://… "
+            "(with pip install 'sidewatch[postgres]')"
+        )
+    if isinstance(e, ImportError) and scheme.startswith("postgresql+psycopg"):
+        return f"{e}: pip install 'sidewatch[postgres]'"
+    return str(e)
 
 
 # SQLSTATE classes of a store that cannot work now, whatever is written: connection (08), a

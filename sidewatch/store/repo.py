@@ -70,6 +70,10 @@ class RejectedLine:
     error: str
 
 
+# The line kind of a unit whose facts were all stored already (its lines are not new).
+REDELIVERED = "redelivered"
+
+
 class UnitWriter:
     """The open transaction of one unit: its id fixes the `seq` of every fact it writes."""
 
@@ -85,14 +89,17 @@ class UnitWriter:
         kinds: Mapping[str, int],
         accepted: int,
         skipped: int,
-    ) -> None:
+    ) -> bool:
+        """Stores the unit's facts and counts; True when every fact was already stored (a
+        unit delivered again): its lines are then counted as kind `redelivered`, not as new."""
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
+        inserted = 0
         try:
             for fact in facts:
                 rows[type(fact)].append(_ROW[type(fact)](fact))
             for kind, batch in rows.items():
                 # Straight to the driver's executemany: the hot path of ingest.
-                self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
+                inserted += self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch).rowcount
             self._mark_dirty(facts)
         except (OverflowError, UnicodeError) as e:
             # The driver's own refusal, before the database: an integer over 64 bits (SQLite),
@@ -111,6 +118,9 @@ class UnitWriter:
                     for r in rejects
                 ],
             )
+        redelivered = bool(facts) and inserted == 0
+        if redelivered:
+            kinds = {REDELIVERED: accepted + skipped}
         if kinds:
             self.conn.execute(
                 insert(table_of(LineCount)),
@@ -122,6 +132,7 @@ class UnitWriter:
             .where(unit.c.id == self.unit_id)
             .values(accepted=accepted, skipped=skipped, rejected=len(rejects))
         )
+        return redelivered
 
     def _mark_dirty(self, facts: Sequence[Fact]) -> None:
         """Tell the auditor which threads have new evidence, in the unit's own transaction."""
@@ -225,10 +236,11 @@ class Store:
         with self.engine.connect() as conn:
             return [(str(r[0]), int(r[1])) for r in conn.execute(select(table.c.rule, table.c.at))]
 
-    def ingest_health(self, start: int, end: int) -> tuple[int, int, int, dict[str, int]]:
-        """Units received in (start, end]: how many, lines accepted and skipped, and rejected
-        lines by reason."""
-        unit, reject = table_of(Unit), table_of(RejectRow)
+    def ingest_health(self, start: int, end: int) -> tuple[int, int, int, dict[str, int], int, int]:
+        """Units received in (start, end]: how many, lines accepted and skipped, rejected
+        lines by reason, and of those units how many were delivered again and their lines
+        (already stored: not in the accepted and skipped)."""
+        unit, reject, count = table_of(Unit), table_of(RejectRow), table_of(LineCount)
         window = (unit.c.received_at > start) & (unit.c.received_at <= end)
         with self.engine.connect() as conn:
             n, accepted, skipped = conn.execute(
@@ -247,7 +259,23 @@ class Store:
                     .group_by(reject.c.reason)
                 )
             }
-        return int(n), int(accepted), int(skipped), rejected
+            again, again_accepted, again_skipped = conn.execute(
+                select(
+                    func.count(),
+                    func.coalesce(func.sum(unit.c.accepted), 0),
+                    func.coalesce(func.sum(unit.c.skipped), 0),
+                )
+                .select_from(count.join(unit, count.c.unit_id == unit.c.id))
+                .where(window & (count.c.kind == REDELIVERED))
+            ).one()
+        return (
+            int(n),
+            int(accepted - again_accepted),
+            int(skipped - again_skipped),
+            rejected,
+            int(again),
+            int(again_accepted + again_skipped),
+        )
 
     def threads_of(self, request_id: str) -> set[str]:
         """The threads whose waits may have this requestId (see load.threads_of_refs)."""

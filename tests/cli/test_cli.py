@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -251,3 +253,149 @@ def test_ingest_reads_answers_by_the_configured_decision_labels(db: str, tmp_pat
 
     assert 0 == code, out
     assert ["CLOSED_BY_DECLINE"] == [w["state"] for w in audit_json(db)["waits"]]
+
+
+@pytest.mark.parametrize("command", ["audit", "report"])
+def test_a_read_only_command_refuses_a_store_file_that_does_not_exist(
+    command: str, tmp_path: Path
+) -> None:
+    typo = tmp_path / "typo.db"
+
+    code, out = run(command, "--db", f"sqlite:///{typo}")
+
+    assert (1, False) == (code, typo.exists())
+    assert [
+        f"sidewatch: error: store sqlite:///{typo} does not exist (nothing was created); "
+        "`sidewatch ingest --db URL FILE` or `sidewatch db upgrade --db URL` creates one"
+    ] == out.splitlines()
+
+
+@pytest.mark.parametrize("command", ["audit", "report"])
+def test_a_read_only_command_refuses_a_database_without_the_sidewatch_schema(
+    command: str, blank_db_url: str, tmp_path: Path
+) -> None:
+    if blank_db_url.startswith("sqlite"):
+        Path(blank_db_url.removeprefix("sqlite:///")).touch()  # an empty file, no tables
+
+    code, out = run(command, "--db", blank_db_url)
+
+    assert 1 == code
+    assert 1 == len(out.splitlines())
+    assert out.startswith("sidewatch: error: store ")
+    assert "has no sidewatch schema; `sidewatch ingest --db URL FILE`" in out
+
+
+def test_check_config_refuses_what_serve_would_refuse(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server: {listen: '0.0.0.0:9477'}\n")  # beyond loopback without tokens
+
+    code, out = run("check-config", str(bad))
+
+    assert 1 == code
+    assert [
+        "sidewatch: error: refusing to listen on 0.0.0.0:9477 without tokens: configure "
+        "server.tokens (or SIDEWATCH_INGEST_TOKEN / SIDEWATCH_READ_TOKEN), or listen on 127.0.0.1"
+    ] == out.splitlines()
+
+
+def test_check_config_never_prints_the_store_password(tmp_path: Path) -> None:
+    cfg = tmp_path / "pg.yaml"
+    cfg.write_text("store: {url: 'postgresql+psycopg://bob:hunter2@db.example/sw'}\n")
+
+    code, out = run("check-config", str(cfg))
+
+    assert 0 == code
+    store = "postgresql+psycopg://bob:***@db.example/sw"
+    assert f"{cfg}: ok (1 policies: default; store {store})\n" == out
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_anything_serves(db: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+
+        code, out = run("serve", "--db", db, "--listen", listen)
+
+    assert 1 == code
+    assert [f"sidewatch: error: cannot listen on {listen}: Address already in use"] == (
+        out.splitlines()
+    )
+
+
+def test_serve_listen_with_a_port_out_of_range_is_a_usage_error() -> None:
+    code, out = run("serve", "--listen", "127.0.0.1:99999")
+
+    assert 2 == code
+    assert (
+        "Error: Invalid value for --listen: '127.0.0.1:99999': port 99999 is not between 1 "
+        "and 65535" == out.splitlines()[-1]
+    )
+
+
+@pytest.mark.parametrize(
+    ("window", "error"),
+    [
+        ("24", "'24' has no unit: say 24h, 24m or 24s"),
+        ("0", "'0' is an empty window"),
+        ("0s", "'0s' is an empty window"),
+        (
+            "99999999h",
+            "the window must start after the year 1 (99999999h before 2026-07-26T16:30:00Z "
+            "does not)",
+        ),
+    ],
+    ids=["no-unit", "zero", "zero-seconds", "before-year-1"],
+)
+def test_a_report_window_that_means_nothing_useful_is_a_usage_error(
+    db: str, window: str, error: str
+) -> None:
+    code, out = run("report", "--db", db, "--at", AT, "--window", window)
+
+    assert 2 == code
+    assert f"Error: Invalid value for --window: {error}" == out.splitlines()[-1]
+
+
+def test_a_store_url_without_a_password_is_not_shown_with_one() -> None:
+    code, out = run("audit", "--db", "postgres://user@localhost/db")
+
+    assert 1 == code
+    assert out.startswith("sidewatch: error: store URL 'postgres://user@localhost/db' is not")
+
+
+def test_a_postgres_scheme_is_answered_with_the_one_to_write() -> None:
+    code, out = run("audit", "--db", "postgres://user:secret@localhost/db")
+
+    assert 1 == code
+    assert [
+        "sidewatch: error: store URL 'postgres://user:***@localhost/db' is not usable: Can't "
+        "load plugin: sqlalchemy.dialects:postgres; for PostgreSQL write postgresql+psycopg://… "
+        "(with pip install 'sidewatch[postgres]')"
+    ] == out.splitlines()
+
+
+def test_a_missing_postgresql_driver_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed
+
+    code, out = run("audit", "--db", "postgresql+psycopg://user:secret@localhost/db")
+
+    assert 1 == code
+    assert out.rstrip().endswith(": pip install 'sidewatch[postgres]'")
+    assert "secret" not in out
+
+
+def test_a_file_ingested_twice_is_counted_once_and_its_redelivery_apart(db: str) -> None:
+    run("ingest", "--db", db, str(FIXTURE))
+    run("ingest", "--db", db, str(FIXTURE))
+
+    code, out = run("report", "--db", db, "--window", "24h", "--format", "json")
+
+    assert 0 == code
+    ingest = json.loads(out)["ingest"]
+    assert (2, 50, 18, 1, 68) == (
+        ingest["units"],
+        ingest["acceptedLines"],
+        ingest["skippedLines"],
+        ingest["redeliveredUnits"],
+        ingest["redeliveredLines"],
+    )

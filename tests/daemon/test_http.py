@@ -1136,3 +1136,56 @@ def test_ingest_reads_answers_by_the_configured_decision_labels(
 
     assert 200 == r.status_code, r.text
     assert {"t/i": "CLOSED_BY_DECLINE"} == states(client)
+
+
+def test_every_member_of_a_multi_member_gzip_body_is_ingested(
+    daemon: Daemon, client: TestClient, now: int
+) -> None:
+    lines = scenario(now)
+    body = gzip.compress(ndjson(lines[:3])) + gzip.compress(ndjson(lines[3:]))
+
+    r = client.post("/v1/events", content=body, headers={**NDJSON, "content-encoding": "gzip"})
+    daemon.auditor.tick(now)
+
+    assert (200, SUMMARY) == (r.status_code, r.json())
+    assert EXPECTED_STATES == states(client)
+
+
+def test_a_wait_asked_for_by_a_thread_id_says_what_a_request_id_looks_like(
+    audited: TestClient,
+) -> None:
+    r = audited.get("/v1/waits/thread-a")
+
+    assert 404 == r.status_code
+    assert {
+        "error": "no wait with requestId 'thread-a': a requestId is threadId/interruptId, "
+        "as GET /v1/waits lists them"
+    } == r.json()
+
+
+def test_metrics_are_gzip_for_a_client_that_asks_and_plain_for_one_that_does_not(
+    client: TestClient,
+) -> None:
+    asked = client.get("/metrics", headers={"accept-encoding": "gzip"})
+    plain = client.get("/metrics", headers={"accept-encoding": "identity"})
+
+    assert ("gzip", None) == (
+        asked.headers.get("content-encoding"),
+        plain.headers.get("content-encoding"),
+    )
+    assert plain.text.split("\n")[0] == asked.text.split("\n")[0]  # the same exposition
+
+
+def test_metrics_count_the_lines_of_a_body_delivered_again_apart(
+    client: TestClient, now: int
+) -> None:
+    body = ndjson(scenario(now))
+    client.post("/v1/events", content=body, headers=NDJSON)
+    first = sum(samples(client.get("/metrics").text, "sidewatch_ingested_lines_total").values())
+
+    client.post("/v1/events", content=body, headers=NDJSON)
+    text = client.get("/metrics").text
+
+    again = samples(text, "sidewatch_ingested_lines_total")
+    assert first == again[(("kind", "redelivered"),)]
+    assert 2 * first == sum(again.values())

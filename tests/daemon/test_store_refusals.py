@@ -94,7 +94,7 @@ def refusal(
         with refusing_thread(db_url, POISON):
             yield "constraint"
         return
-    monkeypatch.setattr("sidewatch.daemon.pipeline.Interpreter", _poisoned(_over))
+    monkeypatch.setattr("sidewatch.ingest.agui.Interpreter", _poisoned(_over))
     yield str(request.param)
 
 
@@ -163,7 +163,7 @@ def test_a_nul_in_an_id_that_reaches_postgresql_is_400_not_503(
     db_url: str,
     now: int,
 ) -> None:
-    monkeypatch.setattr("sidewatch.daemon.pipeline.Interpreter", _poisoned(_nul))
+    monkeypatch.setattr("sidewatch.ingest.agui.Interpreter", _poisoned(_nul))
     status, error, after, ready = _refused_then_good(daemon, caplog, now)
 
     assert (400, 200) == (status, ready)

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from sidewatch.errors import InputError
-from sidewatch.ingest.reader import frame, frames
+from sidewatch.errors import InputError, TooLarge
+from sidewatch.ingest.reader import frame, frames, gunzip
 
 STARTED = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
 ERROR = {"type": "RUN_ERROR", "message": "boom"}
@@ -204,3 +204,23 @@ def test_every_format_yields_the_same_events_in_order(framer: Framer, body: byte
     expected = [STARTED, ERROR, FINISHED]
 
     assert expected == [value for _, value in numbered(framer, body)]
+
+
+def test_every_member_of_a_multi_member_gzip_body_is_read(framer: Framer) -> None:
+    body = gzip.compress(ndjson(STARTED)) + gzip.compress(ndjson(ERROR, FINISHED))
+    expected = [(1, STARTED), (2, ERROR), (3, FINISHED)]
+
+    assert expected == numbered(framer, body)
+
+
+def test_the_inflate_limit_counts_every_member() -> None:
+    member = gzip.compress(b"\n" * 600)
+
+    assert b"\n" * 1200 == gunzip(member + member, limit=1200)
+    with pytest.raises(TooLarge):
+        gunzip(member + member, limit=1199)
+
+
+def test_bytes_after_the_last_gzip_member_are_an_input_error() -> None:
+    with pytest.raises(InputError, match="bytes after its last member"):
+        gunzip(gzip.compress(b"{}\n") + b"trailing junk")
