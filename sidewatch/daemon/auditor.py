@@ -135,7 +135,7 @@ class Auditor:
         return TickReport(len(threads), waits, transitions, errors, seconds)
 
     def _batch(self, threads: list[str], marks: dict[str, int], now: int) -> tuple[int, int, int]:
-        stored = self.state.states(threads)
+        stored = self.state.records(threads)
         groups: list[_Group] = []
         errors = 0
         keep: set[str] = set()  # threads to look at again next tick, whatever is due
@@ -151,7 +151,7 @@ class Auditor:
             for ev in assembled.waits:
                 if ev.requested_at > now:  # a producer's clock ahead of ours
                     keep.add(ev.thread_id)
-                elif not self._wait(g, ev, stored.get(ev.request_id), now):
+                elif not self._wait(g, ev, stored.get((ev.thread_id, ev.request_id)), now):
                     errors += 1
                     keep.add(ev.thread_id)  # its state is not saved: it is looked at again
             groups.append(g)
@@ -164,8 +164,7 @@ class Auditor:
         saved, refused = self._save([*groups, rest])
         # The counters move only with what was committed: verdicts not saved are evaluated
         # again at the next tick, and counted then.
-        for g in saved:
-            self._apply(g.delta)
+        self._apply(saved)
         errors += refused
         if self.on_closed is not None:  # only once saved: a fenced-out save closes nothing
             for g in saved:
@@ -184,16 +183,15 @@ class Auditor:
         except Exception:
             log.exception("wait %s could not be classified; skipped", ev.request_id)
             return False
-        delta = _Delta()
         try:
             state = _stored(ev, verdict, now, _next_item(ev, now))
-            recorded = _record(ev, verdict, old, now, delta)
+            recorded = _record(ev, verdict, old, now)
         except Exception:  # e.g. a value no serializer takes: the others are saved
             log.exception("wait %s could not be recorded; retried", ev.request_id)
             return False
+        g.olds.append(old)
         g.states.append(state)
         g.records += recorded
-        g.delta.merge(delta)
         if recorded and verdict.closed:
             g.closing.append((ev, verdict))
         g.findings += [
@@ -232,15 +230,34 @@ class Auditor:
             saved.append(g)
         return saved, len(groups) - len(saved)
 
-    def _apply(self, d: _Delta) -> None:
-        self.open_waits.update(d.open_waits)
-        self.unreported.update(d.unreported)
-        self.transitions.update(d.transitions)
-        self.closed.update(d.closed)
-        for policy, seconds in d.decision:
-            self._acc(self.decision, policy, DECISION_BUCKETS).observe(seconds)
-        for policy, seconds in d.resume:
-            self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
+    def _apply(self, saved: list[_Group]) -> None:
+        """Move the counters by what the committed groups recorded: each wait's verdict
+        beside the one it replaced, and each transition (nothing of a failed save)."""
+        open_waits, unreported = self.open_waits, self.unreported
+        for g in saved:
+            for old, new in zip(g.olds, g.states, strict=True):
+                if old is not None and not old.closed:
+                    open_waits[(old.state, old.policy)] -= 1
+                    if old.unreported:
+                        unreported[(old.state, old.policy, old.unreported)] -= 1
+                if not new.closed:
+                    open_waits[(new.state, new.policy)] += 1
+                    if new.unreported:
+                        unreported[(new.state, new.policy, new.unreported)] += 1
+                decided, receipt = new.decided_at, new.receipt_at
+                if decided is not None and (old is None or old.decided_at is None):
+                    self._acc(self.decision, new.policy, DECISION_BUCKETS).observe(
+                        (decided - new.requested_at) / 1000
+                    )
+                resumed = receipt is not None and (old is None or old.receipt_at is None)
+                if resumed and receipt is not None and decided is not None:
+                    self._acc(self.resume, new.policy, RESUME_BUCKETS).observe(
+                        max(0, receipt - decided) / 1000
+                    )
+            for t in g.records:
+                self.transitions[(t.from_state or "none", t.to_state)] += 1
+                if t.to_state in CLOSED_STATES:
+                    self.closed[(t.to_state, t.policy)] += 1
 
     def skipped_tick(self) -> None:
         """A tick could not run (the store was unavailable): counted, and visible at once."""
@@ -267,37 +284,18 @@ class Auditor:
 
 
 @dataclass(slots=True)
-class _Delta:
-    """What recording verdicts changes in the auditor's counters, applied only once the
-    verdicts are committed (a save that fails counts nothing)."""
-
-    open_waits: Counter[tuple[str, str]] = field(default_factory=Counter)
-    unreported: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
-    closed: Counter[tuple[str, str]] = field(default_factory=Counter)
-    decision: list[tuple[str, float]] = field(default_factory=list)  # (policy, seconds)
-    resume: list[tuple[str, float]] = field(default_factory=list)
-
-    def merge(self, other: _Delta) -> None:
-        self.open_waits.update(other.open_waits)
-        self.unreported.update(other.unreported)
-        self.transitions.update(other.transitions)
-        self.closed.update(other.closed)
-        self.decision += other.decision
-        self.resume += other.resume
-
-
-@dataclass(slots=True)
 class _Group:
-    """One thread's share of a batch: what is saved, counted and closed together."""
+    """One thread's share of a batch: what is saved, counted and closed together. The
+    counters move by its states beside `olds` (the verdicts they replace, None for a new
+    wait) and its transitions, only once they are committed (Auditor._apply)."""
 
     thread: str
+    olds: list[StoredState | None] = field(default_factory=list)
     states: list[StoredState] = field(default_factory=list)
     records: list[StoredTransition] = field(default_factory=list)
     findings: list[FindingFact] = field(default_factory=list)
     cleared: list[tuple[str, int]] = field(default_factory=list)
     closing: list[tuple[WaitEvidence, Verdict]] = field(default_factory=list)
-    delta: _Delta = field(default_factory=_Delta)
 
 
 def _joined(
@@ -312,38 +310,20 @@ def _joined(
 
 
 def _record(
-    ev: WaitEvidence, v: Verdict, old: StoredState | None, now: int, delta: _Delta
+    ev: WaitEvidence, v: Verdict, old: StoredState | None, now: int
 ) -> list[StoredTransition]:
-    """The transitions to store for `v`, and its changes to the counters into `delta`."""
-    policy = v.policy
+    """The transitions to store for `v`: they share its thresholds and evidence (serialized
+    once, stored once: store.auditstate.compact)."""
     changes = _changes(old, v)
-    # Serialized before any counter moves: a wait that cannot be recorded counts nothing.
-    thresholds = orjson.dumps(thresholds_json(v)).decode() if changes else ""
-    evidence = orjson.dumps(evidence_json(v)).decode() if changes else ""
-    if old is not None and not old.closed:
-        delta.open_waits[(old.state, old.policy)] -= 1
-        if old.unreported:
-            delta.unreported[(old.state, old.policy, old.unreported)] -= 1
-    if not v.closed:
-        delta.open_waits[(v.state.value, policy)] += 1
-        if v.unreported:
-            delta.unreported[(v.state.value, policy, unreported_label(v.unreported))] += 1
-    f = v.facts
-    if f.decided_at is not None and (old is None or old.decided_at is None):
-        delta.decision.append((policy, (f.decided_at - ev.requested_at) / 1000))
-    if (
-        f.receipt_at is not None
-        and f.decided_at is not None
-        and (old is None or old.receipt_at is None)
-    ):
-        delta.resume.append((policy, max(0, f.receipt_at - f.decided_at) / 1000))
-    out = []
-    for frm, to, at in changes:
-        delta.transitions[(frm or "none", to)] += 1
-        if to in CLOSED_STATES:
-            delta.closed[(to, policy)] += 1
-        out.append(StoredTransition(ev.request_id, frm, to, at, now, policy, thresholds, evidence))
-    return out
+    if not changes:
+        return []
+    thresholds = orjson.dumps(thresholds_json(v)).decode()
+    evidence = orjson.dumps(evidence_json(v)).decode()
+    rid, thread, policy = ev.request_id, ev.thread_id, v.policy
+    return [
+        StoredTransition(rid, thread, frm, to, at, now, policy, thresholds, evidence)
+        for frm, to, at in changes
+    ]
 
 
 def _changes(old: StoredState | None, v: Verdict) -> list[tuple[str | None, str, int]]:

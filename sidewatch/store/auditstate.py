@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import FindingFact
 from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
@@ -47,7 +47,12 @@ class StoredState:
 
 @dataclass(frozen=True, slots=True)
 class StoredTransition:
+    """One transition with the policy, thresholds and evidence (JSON) of the verdict that
+    recorded it. Stored compactly: the transitions one verdict recorded share its thresholds
+    and evidence, which only the last of them carries (see `save` and `transitions_of`)."""
+
     request_id: str
+    thread_id: str
     from_state: str | None
     to_state: str
     at: int
@@ -75,10 +80,10 @@ class Totals:
 STATE_COLS = tuple(f.name for f in fields(StoredState))
 TRANSITION_COLS = tuple(f.name for f in fields(StoredTransition))
 _STATE_ROW = attrgetter(*STATE_COLS)
-_TRANSITION_ROW = attrgetter(*TRANSITION_COLS)
-# Column names come from our own dataclasses, never from input.
-UPSERT_STATE = "ON CONFLICT (request_id) DO UPDATE SET " + ", ".join(
-    f"{c} = excluded.{c}" for c in STATE_COLS if c != "request_id"
+# Column names come from our own dataclasses, never from input. A wait is its thread and its
+# requestId: two threads whose waits have the same requestId keep a record each.
+UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in STATE_COLS if c not in ("thread_id", "request_id")
 )
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
@@ -99,6 +104,50 @@ def bulk_insert(
     marks = ", ".join("?" for _ in cols)
     sql = f"INSERT INTO {table} ({names}) VALUES ({marks}) {tail}"  # noqa: S608
     conn.exec_driver_sql(driver_sql(conn, sql), list(rows))
+
+
+def copy_rows(
+    conn: Connection, table: str, cols: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Insert `rows` with PostgreSQL's COPY, in the transaction of `conn`: a quarter of the
+    driver's CPU of executemany, and half its time, for the rows of a full audit (measured:
+    bench/audit.py). A refusal or an outage is raised as SQLAlchemy's error of it, as any
+    statement's. Table and column names are our own, never input."""
+    if not rows:
+        return
+    import psycopg  # noqa: PLC0415 - the PostgreSQL extra, there whenever its store is
+
+    sql = f"COPY {table} ({', '.join(cols)}) FROM STDIN"
+    try:
+        with conn.connection.driver_connection.cursor() as cur, cur.copy(sql) as copy:  # type: ignore[union-attr]
+            for row in rows:
+                copy.write_row(row)
+    except psycopg.Error as e:
+        raise DBAPIError.instance(
+            sql, None, e, psycopg.Error, hide_parameters=True, dialect=conn.dialect
+        ) from None
+
+
+_STAGED = "tmp_wait_state"  # a temporary table of each PostgreSQL session, emptied at commit
+
+
+def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    """The wait_state upsert on PostgreSQL: the rows copied into a session's staging table,
+    then upserted from it in one statement (a wait twice in the batch: its last row)."""
+    if not rows:
+        return
+    key = STATE_COLS.index("thread_id"), STATE_COLS.index("request_id")
+    rows = list({(r[key[0]], r[key[1]]): r for r in rows}.values())
+    if conn.exec_driver_sql(f"SELECT to_regclass('pg_temp.{_STAGED}')").scalar() is None:
+        conn.exec_driver_sql(
+            f"CREATE TEMPORARY TABLE {_STAGED} (LIKE wait_state INCLUDING DEFAULTS) "
+            "ON COMMIT DELETE ROWS"
+        )
+    copy_rows(conn, _STAGED, STATE_COLS, rows)
+    names = ", ".join(STATE_COLS)
+    conn.exec_driver_sql(
+        f"INSERT INTO wait_state ({names}) SELECT {names} FROM {_STAGED} {UPSERT_STATE}"  # noqa: S608
+    )
 
 
 # A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
@@ -170,18 +219,25 @@ class AuditState:
             key_lookups(c)
             return list(dict.fromkeys(str(r[0]) for r in c.execute(query)))
 
-    def states(self, thread_ids: Collection[str]) -> dict[str, StoredState]:
-        table = table_of(WaitState)
+    def records(self, thread_ids: Collection[str]) -> dict[tuple[str, str], StoredState]:
+        """The recorded verdict of every wait of these threads, by (thread, requestId)."""
         ids = list(thread_ids)
-        out: dict[str, StoredState] = {}
+        sql = f"SELECT {', '.join(STATE_COLS)} FROM wait_state WHERE thread_id IN "  # noqa: S608
+        out: dict[tuple[str, str], StoredState] = {}
         with self._conn() as conn:
             key_lookups(conn)
             for k in range(0, len(ids), 500):
-                query = select(table).where(table.c.thread_id.in_(ids[k : k + 500]))
-                for r in conn.execute(query):
-                    s = StoredState(*(r._mapping[c] for c in STATE_COLS))
-                    out[s.request_id] = s
+                part = ids[k : k + 500]
+                query = driver_sql(conn, sql + f"({', '.join('?' for _ in part)})")
+                for r in conn.exec_driver_sql(query, tuple(part)):
+                    s = StoredState(*r)
+                    out[(s.thread_id, s.request_id)] = s
         return out
+
+    def states(self, thread_ids: Collection[str]) -> dict[str, StoredState]:
+        """The recorded verdicts of these threads by requestId alone (of two threads' waits
+        with the same requestId, one): for looking a known wait up."""
+        return {rid: s for (_, rid), s in self.records(thread_ids).items()}
 
     def save(
         self,
@@ -206,12 +262,13 @@ class AuditState:
                 if fence is not None:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
-                bulk_insert(
-                    conn, "wait_state", STATE_COLS, [_STATE_ROW(x) for x in states], UPSERT_STATE
-                )
-                bulk_insert(
-                    conn, "transition", TRANSITION_COLS, [_TRANSITION_ROW(t) for t in transitions]
-                )
+                rows = [_STATE_ROW(x) for x in states]
+                if conn.dialect.name == "postgresql":
+                    _upsert_copied(conn, rows)
+                    copy_rows(conn, "transition", TRANSITION_COLS, compact(transitions))
+                else:
+                    bulk_insert(conn, "wait_state", STATE_COLS, rows, UPSERT_STATE)
+                    bulk_insert(conn, "transition", TRANSITION_COLS, compact(transitions))
                 bulk_insert(
                     conn,
                     "finding",
@@ -286,7 +343,8 @@ class AuditState:
             "SELECT w.request_id, w.state, w.policy, w.since, t.evidence, t.thresholds, "  # noqa: S608
             "w.unreported "
             "FROM wait_state w LEFT JOIN transition t ON t.id = "
-            "(SELECT max(id) FROM transition WHERE request_id = w.request_id) "
+            "(SELECT max(id) FROM transition "
+            "WHERE request_id = w.request_id AND thread_id = w.thread_id) "
             f"WHERE w.state IN ({', '.join('?' for _ in states)})"
         )
         with self._conn() as c:
@@ -326,14 +384,61 @@ class AuditState:
         with self._conn() as c:
             return _ingest_totals(c)
 
-    def transitions_of(self, request_id: str) -> list[StoredTransition]:
+    def transitions_of(
+        self, request_id: str, thread_id: str | None = None
+    ) -> list[StoredTransition]:
+        """The recorded transitions of a wait (of `thread_id`, else of every thread whose wait
+        has this requestId), oldest first, each with the thresholds and evidence it was
+        recorded with."""
         table = table_of(TransitionRow)
-        query = select(table).where(table.c.request_id == request_id).order_by(table.c.id)
+        query = select(*(table.c[k] for k in TRANSITION_COLS)).where(
+            table.c.request_id == request_id
+        )
+        if thread_id is not None:
+            query = query.where(table.c.thread_id == thread_id)
         with self._conn() as c:
-            return [
-                StoredTransition(*(r._mapping[k] for k in TRANSITION_COLS))
-                for r in c.execute(query)
-            ]
+            return expand([tuple(r) for r in c.execute(query.order_by(table.c.id))])
+
+
+_WAIT = attrgetter("thread_id", "request_id", "recorded_at")
+_SHARED = attrgetter("thresholds", "evidence")
+_THRESHOLDS, _EVIDENCE = TRANSITION_COLS.index("thresholds"), TRANSITION_COLS.index("evidence")
+
+
+def compact(transitions: Sequence[StoredTransition]) -> list[tuple[Any, ...]]:
+    """The rows of `transitions` in order: a transition followed by one of the same wait and
+    recording with the same thresholds and evidence stores neither (NULL); they are stored
+    once, on the last transition of that recording, the one the verdict left the wait in."""
+    rows: list[tuple[Any, ...]] = []
+    last = len(transitions) - 1
+    for k, t in enumerate(transitions):
+        if k < last:
+            n = transitions[k + 1]
+            if _WAIT(n) == _WAIT(t) and _SHARED(n) == _SHARED(t):
+                rows.append((*_head(t), None, None))
+                continue
+        rows.append((*_head(t), t.thresholds, t.evidence))
+    return rows
+
+
+def _head(t: StoredTransition) -> tuple[Any, ...]:
+    """A transition's columns before its thresholds and evidence."""
+    return (t.request_id, t.thread_id, t.from_state, t.to_state, t.at, t.recorded_at, t.policy)
+
+
+def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
+    """Stored transition rows of one or more waits, in id order, each given the thresholds
+    and evidence it shares with the later transitions of its recording (see `compact`)."""
+    out: list[StoredTransition] = []
+    shared: dict[tuple[Any, ...], tuple[str, str]] = {}  # (thread, request, recorded_at)
+    for r in reversed(rows):
+        wait = (r[1], r[0], r[5])
+        if r[_EVIDENCE] is not None:
+            shared[wait] = (r[_THRESHOLDS], r[_EVIDENCE])
+        thresholds, evidence = shared.get(wait, ("{}", "{}"))
+        out.append(StoredTransition(r[0], r[1], r[2], r[3], r[4], r[5], r[6], thresholds, evidence))
+    out.reverse()
+    return out
 
 
 def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str | None) -> str:

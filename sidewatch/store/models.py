@@ -205,14 +205,18 @@ class WaitState(SQLModel, table=True):
     when time alone would next change it (indexed: a tick finds what is due without a scan)."""
 
     __tablename__ = "wait_state"
+    # A wait is its thread and its requestId (two threads' waits may have the same one). On
+    # SQLite the table is its key's B-tree (no rowid): a full audit writes a row per wait.
     __table_args__ = (
+        Index("ix_wait_state_request_id", "request_id"),
         Index("ix_wait_state_due", "due_at"),
         Index("ix_wait_state_open_since", "closed", "state", "since"),
+        {"sqlite_with_rowid": False},
     )
+    thread_id: str = Field(primary_key=True, max_length=256)
     # The longest requestId sidewatch makes, `{threadId}/{interruptId}@{runId}` of ids of the
     # longest accepted length (200), is 602 characters.
     request_id: str = Field(primary_key=True, max_length=REQUEST_ID_COLUMN)
-    thread_id: str = Field(max_length=256, index=True)
     policy: str = Field(max_length=128)
     state: str = Field(max_length=32)
     closed: bool
@@ -229,18 +233,22 @@ class WaitState(SQLModel, table=True):
 
 class TransitionRow(SQLModel, table=True):
     """A wait entered `to_state` at `at` (by the evidence); recorded by the auditor at
-    `recorded_at` with the evidence and thresholds of that verdict (JSON, content-free)."""
+    `recorded_at` with the evidence and thresholds of that verdict (JSON, content-free).
+    The transitions one verdict recorded share them, stored once: on the last of them (the
+    highest id); the earlier ones hold NULL (store.auditstate.compact and expand)."""
 
     __tablename__ = "transition"
+    __table_args__ = (Index("ix_transition_wait", "request_id", "thread_id"),)
     id: int | None = Field(default=None, primary_key=True)
-    request_id: str = Field(max_length=REQUEST_ID_COLUMN, index=True)
+    request_id: str = Field(max_length=REQUEST_ID_COLUMN)
+    thread_id: str = Field(max_length=256)
     from_state: str | None = Field(default=None, max_length=32)
     to_state: str = Field(max_length=32)
-    at: int = Field(sa_type=Ms, index=True)
+    at: int = Field(sa_type=Ms)
     recorded_at: int = Field(sa_type=Ms)
     policy: str = Field(max_length=128)
-    thresholds: str = Field(max_length=512)
-    evidence: str = Field(max_length=4096)
+    thresholds: str | None = Field(default=None, max_length=512)
+    evidence: str | None = Field(default=None, max_length=4096)
 
 
 class DirtyThread(SQLModel, table=True):

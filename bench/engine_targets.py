@@ -1,0 +1,198 @@
+"""The evaluation engine's targets on a long thread (issue 13), each figure beside its
+comparison measured in the same run:
+
+- the full audit of one thread of R runs with a wait every 10 runs, beside the same traffic
+  spread over R/10 threads of 10 runs (target: ratio <= 1.5);
+- a tick after one new event on that long thread, beside the same tick after one new event on
+  one of the short threads (target < 50 ms);
+- `GET /v1/waits/{requestId}` of a wait on the long thread through the daemon's HTTP app,
+  beside the same request for a wait on a short thread (target < 50 ms).
+
+    .venv/bin/python bench/engine_targets.py [--runs 10000] [--pg]
+
+Every wait but the last of each thread is approved and resumed; the last is left open. The
+traffic is AG-UI, ingested as a producer posts it. With `--pg`, on PostgreSQL (a throw-away
+database on the running server) instead of SQLite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from pgdb import pg_database
+
+from sidewatch.config import Config
+from sidewatch.core.policy import DEFAULT_POLICY, Need
+from sidewatch.daemon.auditor import Auditor
+from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+from sidewatch.daemon.serve import Daemon
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette's TestClient prefers httpx2
+    from starlette.testclient import TestClient
+
+EVERY = 10  # runs per wait
+PER_UNIT = 2_000  # runs per ingested unit
+# The traffic reports no route, handle or heartbeat: a policy that needs none.
+QUIET = replace(
+    DEFAULT_POLICY, name="default", route=Need.IGNORED, handle=Need.IGNORED, heartbeat=Need.IGNORED
+)
+
+
+def _run_lines(thread: str, i: int, at: int, last: int) -> list[dict[str, Any]]:
+    """Run i of a thread: every EVERY-th run proposes a gated call and stops on its interrupt;
+    the next run answers it (approved), runs the call and finishes; the last stays open."""
+    run = f"run-{i}"
+    lines: list[dict[str, Any]] = []
+    resume = []
+    if i % EVERY == 1 and i > 1:
+        resume = [{"interruptId": f"approve-{i - 1}", "status": "resolved", "payload": {}}]
+    lines.append(
+        {"threadId": thread, "runId": run, "messages": [], "resume": resume, "timestamp": at}
+    )
+    lines.append({"type": "RUN_STARTED", "threadId": thread, "runId": run, "timestamp": at})
+    if resume:
+        lines.append(
+            {
+                "type": "TOOL_CALL_RESULT",
+                "toolCallId": f"call-{i - 1}",
+                "messageId": f"m-{i}",
+                "content": "ok",
+                "threadId": thread,
+                "runId": run,
+                "timestamp": at + 1,
+            }
+        )
+    if i % EVERY == 0 or i == last:
+        call = f"call-{i}"
+        lines += [
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": call,
+                "toolCallName": "deploy",
+                "timestamp": at,
+            },
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": "{}", "timestamp": at},
+            {"type": "TOOL_CALL_END", "toolCallId": call, "timestamp": at + 1},
+        ]
+        interrupt = {"id": f"approve-{i}", "reason": "tool_call", "toolCallId": call}
+        outcome = {"type": "interrupt", "interrupts": [interrupt]}
+        lines.append(
+            {
+                "type": "RUN_FINISHED",
+                "threadId": thread,
+                "runId": run,
+                "outcome": outcome,
+                "timestamp": at + 2,
+            }
+        )
+    else:
+        lines.append(
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": run, "timestamp": at + 2}
+        )
+    return lines
+
+
+def _populate(url: str, threads: list[str], runs: int, end: int) -> None:
+    """`runs` runs on each of `threads`, one second apart, the last ending before `end`."""
+    engine = open_store(url)
+    store, protect = Store(engine), ref_protector(engine, Config())
+    start = end - (runs + 10) * 1000
+    body: list[bytes] = []
+    count = 0
+    for thread in threads:
+        for i in range(1, runs + 1):
+            body += [orjson.dumps(line) for line in _run_lines(thread, i, start + i * 1000, runs)]
+            count += 1
+            if count % PER_UNIT == 0:
+                ingest_unit(store, "bench", b"\n".join(body), end, protect, max_lines=10**7)
+                body = []
+    if body:
+        ingest_unit(store, "bench", b"\n".join(body), end, protect, max_lines=10**7)
+    engine.dispose()
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def _measure(url: str, thread: str, last: int, now: int) -> dict[str, float]:
+    """Full audit; then a tick after one new event on `thread`; then GET of its open wait."""
+    engine = open_store(url)
+    store = Store(engine)
+    auditor = Auditor(store, (QUIET,))
+    full, report = _timed(lambda: auditor.tick(now))
+    event = {"type": "RUN_STARTED", "threadId": thread, "runId": "run-new", "timestamp": now}
+    ingest_unit(store, "bench", orjson.dumps(event), now, ref_protector(engine, Config()))
+    tick, _ = _timed(lambda: auditor.tick(now + 1000))
+    engine.dispose()
+    daemon = Daemon(replace(Config(), db_url=url, allowed_hosts=("testserver",), policies=(QUIET,)))
+    client = TestClient(daemon.app)
+    client.get("/healthz")  # the app's first request, not the one measured
+    rid = quote(f"{thread}/approve-{last}", safe="")
+    get, response = _timed(lambda: client.get(f"/v1/waits/{rid}"))
+    assert response.status_code == 200, response.text
+    daemon.engine.dispose()
+    return {"full": full, "waits": report.waits, "tick": tick, "get": get}
+
+
+@contextmanager
+def _store(pg: bool, tmp: Path, name: str) -> Iterator[str]:
+    if pg:
+        with pg_database() as url:
+            yield url
+    else:
+        yield f"sqlite:///{tmp / name}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10_000, help="runs of the long thread")
+    ap.add_argument("--pg", action="store_true", help="on PostgreSQL instead of SQLite")
+    args = ap.parse_args()
+    runs = args.runs - args.runs % EVERY or EVERY
+    now = int(time.time() * 1000)
+    short = [f"thread-{k:05d}" for k in range(runs // EVERY)]
+    with tempfile.TemporaryDirectory() as tmp:
+        with _store(args.pg, Path(tmp), "long.db") as url:
+            made, _ = _timed(lambda: _populate(url, ["thread-long"], runs, now))
+            long = _measure(url, "thread-long", runs, now)
+        with _store(args.pg, Path(tmp), "spread.db") as url:
+            _populate(url, short, EVERY, now)
+            spread = _measure(url, short[0], EVERY, now)
+    store = "PostgreSQL" if args.pg else "SQLite"
+    print(
+        f"one thread of {runs:,} runs, a wait every {EVERY} ({long['waits']:.0f} waits), "
+        f"beside {len(short):,} threads of {EVERY} runs ({spread['waits']:.0f} waits), "
+        f"{store} (generated in {made:.0f}s)"
+    )
+    print(
+        f"  full audit     : {long['full']:8.2f} s   spread over threads: {spread['full']:8.2f} s"
+        f"   ratio {long['full'] / spread['full']:6.1f} (target <= 1.5)"
+    )
+    print(
+        f"  tick, 1 event  : {long['tick'] * 1000:8.1f} ms  on a short thread: "
+        f"{spread['tick'] * 1000:8.1f} ms  (target < 50 ms)"
+    )
+    print(
+        f"  GET one wait   : {long['get'] * 1000:8.1f} ms  on a short thread: "
+        f"{spread['get'] * 1000:8.1f} ms  (target < 50 ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()

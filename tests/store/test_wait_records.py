@@ -1,0 +1,100 @@
+"""The auditor's records on SQLite and PostgreSQL: a wait's record is its thread's (two threads
+whose waits have the same requestId keep one each), and the transitions one verdict recorded
+store its evidence once, each still read back with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import text
+
+from sidewatch.config import Config
+from sidewatch.daemon.auditor import Auditor
+from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+from sidewatch.store.auditstate import AuditState, StoredTransition, compact, expand
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+from tests.store.test_identity import QUIET
+
+NOW = 1_785_083_400_000
+MIN = 60_000
+
+
+def _asked(thread: str, interrupt: str) -> list[dict[str, Any]]:
+    outcome = {"type": "interrupt", "interrupts": [{"id": interrupt, "reason": "tool_call"}]}
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": "run-1", "timestamp": NOW},
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": "run-1",
+            "outcome": outcome,
+            "timestamp": NOW,
+        },
+    ]
+
+
+def test_two_threads_whose_default_request_ids_coincide_keep_a_record_each(db_url: str) -> None:
+    """`team/ops` asking `approve` and `team` asking `ops/approve` both have the default
+    requestId `team/ops/approve`: two waits, two records, and a restarted daemon counts two."""
+    engine = open_store(db_url)
+    lines = [*_asked("team/ops", "approve"), *_asked("team", "ops/approve")]
+    body = b"\n".join(orjson.dumps(line) for line in lines)
+    store = Store(engine)
+    summary = ingest_unit(store, "test", body, NOW, ref_protector(engine, Config()))
+    assert () == summary.rejects
+    auditor = Auditor(store, (QUIET,))
+
+    auditor.tick(NOW + MIN)
+    auditor.tick(NOW + 2 * MIN)  # each wait is compared with its own record
+    records = auditor.state.records(["team/ops", "team"])
+    restarted = Auditor(store, (QUIET,)).open_waits
+    transitions = [t.thread_id for t in auditor.state.transitions_of("team/ops/approve")]
+    engine.dispose()
+
+    assert {("team/ops", "team/ops/approve"), ("team", "team/ops/approve")} == set(records)
+    assert {("WAITING", "quiet"): 2} == dict(restarted) == dict(auditor.open_waits)
+    assert ["team/ops", "team"] == sorted(transitions, reverse=True)
+
+
+def _move(frm: str | None, to: str, recorded: int, evidence: str) -> StoredTransition:
+    return StoredTransition("r", "t", frm, to, recorded - 1, recorded, "p", '{"x":1}', evidence)
+
+
+def test_the_transitions_of_one_verdict_store_its_evidence_once(db_url: str) -> None:
+    """Three transitions of one verdict, then one of the next: two stored copies of the
+    evidence, and each transition read back with the evidence it was recorded with."""
+    first = [
+        _move(None, "WAITING", NOW, '{"e":1}'),
+        _move("WAITING", "ORPHANED", NOW, '{"e":1}'),
+        _move("ORPHANED", "WAITING", NOW, '{"e":1}'),
+    ]
+    later = [_move("WAITING", "STALE", NOW + MIN, '{"e":2}')]
+    engine = open_store(db_url)
+    state = AuditState(engine)
+    state.save([], first, [], [])
+    state.save([], later, [], [])
+
+    got = state.transitions_of("r")
+    with engine.connect() as conn:
+        copies = conn.execute(
+            text("SELECT count(evidence), count(thresholds) FROM transition")
+        ).one()
+    engine.dispose()
+
+    assert [*first, *later] == got
+    assert (2, 2) == tuple(copies)
+
+
+def test_only_what_the_next_transition_shares_is_left_out() -> None:
+    """A different evidence within one recording, or another wait between, keeps its copy."""
+    moves = [
+        _move(None, "WAITING", NOW, '{"e":1}'),
+        _move("WAITING", "ORPHANED", NOW, '{"e":2}'),
+        _move("ORPHANED", "WAITING", NOW, '{"e":2}'),
+    ]
+    rows = compact(moves)
+
+    assert ['{"e":1}', None, '{"e":2}'] == [r[-1] for r in rows]
+    assert moves == expand(rows)
