@@ -43,7 +43,12 @@ def waits_now(
     threads |= changed
     out = []
     for facts in store.threads(threads):
-        for w in evaluate(facts, auditor.policy_for, now).waits:
+        try:
+            evaluated = evaluate(facts, auditor.policy_for, now)
+        except Exception:  # one thread that cannot be evaluated never fails the list
+            log.exception("thread %s could not be evaluated; left out", facts.thread_id)
+            continue
+        for w in evaluated.waits:
             ev, v = w.evidence, w.verdict
             if ev.request_id in wanted or (ev.thread_id in changed and ev.requested_at <= now):
                 try:
