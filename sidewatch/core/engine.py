@@ -64,7 +64,8 @@ _SIGNAL, _ANSWER, _LEGACY_ANSWER, _HEARTBEAT, _RUN, _TOOL_RESULT, _LONE_ANSWER =
 @dataclass(frozen=True, slots=True)
 class Evaluated:
     evidence: WaitEvidence
-    verdict: Verdict
+    verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
+    error: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,7 @@ class _Wait:
     answering: set[str] = field(default_factory=set)  # runs whose input answered it
     ignoring: set[str] = field(default_factory=set)  # runs whose input came while it was open
     verdict: Verdict | None = None
+    error: Exception | None = None  # its replay raised: fed no more, counted as closed
 
     @property
     def key(self) -> Key:
@@ -137,7 +139,7 @@ class _Pass:
             k = j
         for w in self.waits:
             if w.verdict is None:
-                w.verdict = w.replay.verdict(self.now)
+                self._take_verdict(w)
         return self._finish(answers)
 
     def _prepare(self, answers: tuple[AnswerFact, ...]) -> list[tuple[Pos, object]]:
@@ -196,7 +198,7 @@ class _Pass:
         if not self.crossed and key[0] > self.now:
             self.crossed = True
             for w in self.waits:
-                w.verdict = w.replay.verdict(self.now)
+                self._take_verdict(w)
         later: list[tuple[Pos, object]] = []
         for pos, fact in steps:
             kind = pos[2]
@@ -272,12 +274,15 @@ class _Pass:
         buffered.sort(key=lambda b: b[0])
         for _, item in buffered:
             self._feed(w, item)
-        if self.crossed:  # announced after `now`: its verdict holds only what came before
-            fresh = Replay(header, policy)
-            for _, item in buffered:
-                if item.at <= self.now:
-                    fresh.feed(item)
-            w.verdict = fresh.verdict(self.now)
+        if self.crossed and w.error is None:  # announced after `now`: only what came before
+            try:
+                fresh = Replay(header, policy)
+                for _, item in buffered:
+                    if item.at <= self.now:
+                        fresh.feed(item)
+                w.verdict = fresh.verdict(self.now)
+            except Exception as e:
+                self._fail(w, e)
 
     def _open_before(self, key: Key) -> list[_Wait]:
         return [w for w in self.open.values() if w.key < key]
@@ -400,9 +405,28 @@ class _Pass:
                 again = r.run_id in w.runs
                 self._feed(w, RunEvent(r.at, r.seq, r.run_id, step, reannounced=again))
 
+    def _take_verdict(self, w: _Wait) -> None:
+        if w.error is None:
+            try:
+                w.verdict = w.replay.verdict(self.now)
+            except Exception as e:
+                self._fail(w, e)
+
+    def _fail(self, w: _Wait, e: Exception) -> None:
+        """A wait whose replay raises (a model bug, a policy it cannot use) is left out;
+        the pass goes on for the others."""
+        w.error, w.verdict = e, None
+        self.open.pop(id(w), None)
+
     def _feed(self, w: _Wait, item: Item) -> None:
-        w.replay.feed(item)
         w.items.append(item)
+        if w.error is not None:
+            return
+        try:
+            w.replay.feed(item)
+        except Exception as e:
+            self._fail(w, e)
+            return
         if (
             isinstance(item, Decision)
             and item.run_id is not None
@@ -445,11 +469,10 @@ class _Pass:
                 rules.append("run_ignores_open_interrupt")
             found = tuple(dict.fromkeys(rules))
             ev = replace(w.header, items=tuple(w.items), findings=found)
-            assert w.verdict is not None
             v = w.verdict
-            if found:
+            if v is not None and found:
                 v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
-            out.append(Evaluated(ev, v))
+            out.append(Evaluated(ev, v, w.error))
         return ThreadVerdicts(tuple(out), tuple(self.findings))
 
 

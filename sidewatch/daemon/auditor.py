@@ -151,6 +151,12 @@ class Auditor:
                 ev = w.evidence
                 if ev.requested_at > now:  # a producer's clock ahead of ours
                     keep.add(ev.thread_id)
+                elif w.verdict is None:
+                    log.error(
+                        "wait %s could not be classified; skipped", ev.request_id, exc_info=w.error
+                    )
+                    errors += 1
+                    keep.add(ev.thread_id)
                 elif not self._wait(g, ev, w.verdict, stored.get(ev.request_id), now):
                     errors += 1
                     keep.add(ev.thread_id)  # its state is not saved: it is looked at again

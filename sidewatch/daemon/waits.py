@@ -52,6 +52,8 @@ def waits_now(
             ev, v = w.evidence, w.verdict
             if ev.request_id in wanted or (ev.thread_id in changed and ev.requested_at <= now):
                 try:
+                    if v is None:
+                        raise w.error or ValueError("no verdict")
                     body = verdict_json(ev, v)
                 except Exception:  # one wait that cannot be shown never fails the list
                     log.exception("wait %s could not be listed; left out", ev.request_id)
@@ -71,6 +73,8 @@ def wait_detail(store: Store, auditor: Auditor, request_id: str) -> dict[str, An
             ev, v = w.evidence, w.verdict
             if ev.request_id != request_id:
                 continue
+            if v is None:
+                raise w.error or ValueError("no verdict")
             body = verdict_json(ev, v)
             body["evaluatedAt"] = iso(now)
             body["timeline"] = _timeline(ev)
