@@ -101,7 +101,7 @@ def evaluate(facts: ThreadFacts, policy_for: PolicyFor, now: int) -> ThreadVerdi
 class _Pass:
     facts: ThreadFacts
     policy_for: PolicyFor
-    now: int
+    when: int  # the evaluation time (`now`)
     # Whole-thread knowledge, from a first cheap look at the facts.
     known: set[str] = field(default_factory=set)  # the thread's interrupt ids
     hashed: dict[str, str] = field(default_factory=dict)
@@ -195,7 +195,7 @@ class _Pass:
     # -- one instant ----------------------------------------------------------------------
 
     def _instant(self, key: Key, steps: list[tuple[Pos, object]]) -> None:
-        if not self.crossed and key[0] > self.now:
+        if not self.crossed and key[0] > self.when:
             self.crossed = True
             for w in self.waits:
                 self._take_verdict(w)
@@ -278,9 +278,9 @@ class _Pass:
             try:
                 fresh = Replay(header, policy)
                 for _, item in buffered:
-                    if item.at <= self.now:
+                    if item.at <= self.when:
                         fresh.feed(item)
-                w.verdict = fresh.verdict(self.now)
+                w.verdict = fresh.verdict(self.when)
             except Exception as e:
                 self._fail(w, e)
 
@@ -408,7 +408,7 @@ class _Pass:
     def _take_verdict(self, w: _Wait) -> None:
         if w.error is None:
             try:
-                w.verdict = w.replay.verdict(self.now)
+                w.verdict = w.replay.verdict(self.when)
             except Exception as e:
                 self._fail(w, e)
 
