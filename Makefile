@@ -51,6 +51,7 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/http_ingest.py --replicas 3
 	$(PY) bench/audit.py --pg
 	$(PY) bench/report.py
+	$(PY) bench/engine.py
 	$(PY) bench/engine_targets.py --runs 10000
 
 soak: $(VENV)/.installed-test ## ten minutes of mixed load with faults: counts agree, memory flat

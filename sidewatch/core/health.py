@@ -100,44 +100,93 @@ class _Acc:
         self.findings: list[str] = []
 
 
+class Replay:
+    """One wait's timeline replayed as it is fed: items in (time, arrival) order, the state at
+    any later instant in O(1), and the verdict at `now` without ending the replay (the
+    engine keeps feeding it to answer "was it open then?")."""
+
+    __slots__ = (
+        "acc",
+        "due",
+        "ev",
+        "phase",
+        "policy",
+        "since",
+        "started",
+        "state",
+        "t",
+        "transitions",
+    )
+
+    def __init__(self, ev: WaitEvidence, policy: Policy) -> None:
+        """`ev` gives the wait's identity and what it asked; its `items` are not read."""
+        self.ev, self.policy = ev, policy
+        self.acc = _Acc(ev)
+        self.transitions: list[Transition] = []
+        self.state: State | None = None
+        self.since = ev.requested_at
+        self.phase: Phase | None = None
+        self.due: int | None = None
+        self.t = ev.requested_at  # the time of the latest item applied after the start
+        self.started = False  # items timed at or before the request are applied before it
+
+    @property
+    def closed(self) -> State | None:
+        """The closed state the evidence so far put the wait in (time alone never closes)."""
+        return self.acc.closed
+
+    def feed(self, item: Item) -> None:
+        """Apply the next item; items come in (at, seq) order."""
+        if not self.started and item.at <= self.ev.requested_at:
+            _apply(self.acc, item, self.ev, self.policy)
+            return
+        self._advance(item.at)
+        self.t = item.at
+        _apply(self.acc, item, self.ev, self.policy)
+        current, self.phase, _, self.due = _evaluate(self.acc, self.ev, self.policy, item.at)
+        self._observe(current, item.at)
+
+    def state_at(self, t: int) -> State:
+        """The state at `t`, no earlier than the latest item fed."""
+        return _evaluate(self.acc, self.ev, self.policy, t)[0]
+
+    def verdict(self, now: int) -> Verdict:
+        """The verdict at `now` (no item after `now` fed); the replay can go on afterwards."""
+        self._advance(now)
+        current, phase, cause, due = _evaluate(self.acc, self.ev, self.policy, now)
+        transitions, state, since = self.transitions, self.state, self.since
+        if current is not state:
+            transitions = [*transitions, Transition(min(max(cause, self.t), now), state, current)]
+            state, since = current, min(max(cause, self.t), now)
+        return _verdict(self.acc, self.ev, self.policy, now, state, phase, since, due, transitions)
+
+    def _observe(self, new: State, at: int) -> None:
+        if new is not self.state:
+            self.transitions.append(Transition(at, self.state, new))
+            self.state, self.since = new, at
+
+    def _advance(self, until: int) -> None:
+        """Start the replay if it has not, then visit every instant up to `until` at which
+        time alone could move the wait."""
+        if not self.started:
+            self.started = True
+            current, self.phase, _, self.due = _evaluate(
+                self.acc, self.ev, self.policy, self.ev.requested_at
+            )
+            self._observe(current, self.ev.requested_at)
+        while self.due is not None and self.due <= until:
+            current, self.phase, cause, self.due = _evaluate(
+                self.acc, self.ev, self.policy, self.due
+            )
+            self._observe(current, min(max(cause, self.t), until))
+
+
 def classify(ev: WaitEvidence, policy: Policy, now: int) -> Verdict:
     """The verdict for one wait at `now` (ms since the epoch); evidence after `now` is ignored."""
-    acc = _Acc(ev)
-    items = sorted((i for i in ev.items if i.at <= now), key=lambda i: (i.at, i.seq))
-    start = ev.requested_at
-    transitions: list[Transition] = []
-    state: State | None = None
-    since = start
-
-    def observe(new: State, at: int) -> None:
-        nonlocal state, since
-        if new is not state:
-            transitions.append(Transition(at, state, new))
-            state, since = new, at
-
-    k = 0
-    while k < len(items) and items[k].at <= start:
-        _apply(acc, items[k], ev, policy)
-        k += 1
-    current, phase, _, due = _evaluate(acc, ev, policy, start)
-    observe(current, start)
-    t = start
-    for item in [*items[k:], None]:
-        until = now if item is None else item.at
-        # Time alone moves the wait between two items: visit every instant it could.
-        while due is not None and due <= until:
-            current, phase, cause, due = _evaluate(acc, ev, policy, due)
-            observe(current, min(max(cause, t), until))
-        if item is None:
-            break
-        t = item.at
-        _apply(acc, item, ev, policy)
-        current, phase, _, due = _evaluate(acc, ev, policy, t)
-        observe(current, t)
-    current, phase, cause, due = _evaluate(acc, ev, policy, now)
-    observe(current, min(max(cause, t), now))
-    assert state is not None
-    return _verdict(acc, ev, policy, now, state, phase, since, due, transitions)
+    replay = Replay(ev, policy)
+    for item in sorted((i for i in ev.items if i.at <= now), key=lambda i: (i.at, i.seq)):
+        replay.feed(item)
+    return replay.verdict(now)
 
 
 # --------------------------------------------------------------------------------------

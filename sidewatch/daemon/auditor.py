@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 
 import orjson
 
-from sidewatch.core.assemble import assemble
+from sidewatch.core.engine import evaluate
 from sidewatch.core.facts import FindingFact
-from sidewatch.core.health import classify
 from sidewatch.core.model import (
     CLOSED_STATES,
     NEXT_MOVE,
@@ -141,17 +140,26 @@ class Auditor:
         keep: set[str] = set()  # threads to look at again next tick, whatever is due
         for facts in self.store.threads(threads):
             try:
-                assembled = assemble(facts, self.policy_for)
+                assembled = evaluate(facts, self.policy_for, now)
             except Exception:
                 log.exception("thread %s could not be assembled; skipped", facts.thread_id)
                 errors += 1
                 keep.add(facts.thread_id)
                 continue
             g = _Group(facts.thread_id, findings=list(assembled.findings))
-            for ev in assembled.waits:
+            for w in assembled.waits:
+                ev = w.evidence
                 if ev.requested_at > now:  # a producer's clock ahead of ours
                     keep.add(ev.thread_id)
-                elif not self._wait(g, ev, stored.get((ev.thread_id, ev.request_id)), now):
+                elif w.verdict is None:
+                    log.error(
+                        "wait %s could not be classified; skipped", ev.request_id, exc_info=w.error
+                    )
+                    errors += 1
+                    keep.add(ev.thread_id)
+                elif not self._wait(
+                    g, ev, w.verdict, stored.get((ev.thread_id, ev.request_id)), now
+                ):
                     errors += 1
                     keep.add(ev.thread_id)  # its state is not saved: it is looked at again
             groups.append(g)
@@ -176,13 +184,10 @@ class Auditor:
                         errors += 1
         return sum(len(g.states) for g in saved), sum(len(g.records) for g in saved), errors
 
-    def _wait(self, g: _Group, ev: WaitEvidence, old: StoredState | None, now: int) -> bool:
-        """Classify one wait into its thread's group; False (logged) when that failed."""
-        try:
-            verdict = classify(ev, self.policy_for(ev.action, ev.reason), now)
-        except Exception:
-            log.exception("wait %s could not be classified; skipped", ev.request_id)
-            return False
+    def _wait(
+        self, g: _Group, ev: WaitEvidence, verdict: Verdict, old: StoredState | None, now: int
+    ) -> bool:
+        """Record one wait's verdict into its thread's group; False (logged) when that failed."""
         try:
             state = _stored(ev, verdict, now, _next_item(ev, now))
             recorded = _record(ev, verdict, old, now)

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sidewatch.config import Config
-from sidewatch.core.assemble import assemble
-from sidewatch.core.health import classify
+from sidewatch.core.engine import evaluate
 from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
 from sidewatch.errors import InputError, TooLarge
@@ -127,14 +126,18 @@ def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:
 
     out: list[Audited] = []
     for thread in store.threads():
-        for ev in assemble(thread, policy_for).waits:
-            if ev.requested_at <= at:
-                try:
-                    verdict = classify(ev, policy_for(ev.action, ev.reason), at)
-                except Exception as e:  # as in the auditor: one wait never fails the audit
-                    # The class only, no traceback: this also runs in the CLI, on a terminal.
-                    log.error("wait %s left out: %s", ev.request_id, type(e).__name__)
-                    continue
-                out.append(Audited(ev, verdict))
+        try:
+            evaluated = evaluate(thread, policy_for, at)
+        except Exception as e:  # as in the auditor: one thread never fails the audit
+            # The class only, no traceback: this also runs in the CLI, on a terminal.
+            log.error("thread %s left out: %s", thread.thread_id, type(e).__name__)
+            continue
+        for w in evaluated.waits:
+            if w.evidence.requested_at > at:
+                continue
+            if w.verdict is None:  # as in the auditor: one wait never fails the audit
+                log.error("wait %s left out: %s", w.evidence.request_id, type(w.error).__name__)
+                continue
+            out.append(Audited(w.evidence, w.verdict))
     out.sort(key=lambda a: (a.evidence.requested_at, a.evidence.requested_seq))
     return out

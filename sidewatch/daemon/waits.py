@@ -7,8 +7,7 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from sidewatch.core.assemble import assemble
-from sidewatch.core.health import classify
+from sidewatch.core.engine import evaluate
 from sidewatch.core.model import (
     ActionChange,
     Decision,
@@ -44,10 +43,17 @@ def waits_now(
     threads |= changed
     out = []
     for facts in store.threads(threads):
-        for ev in assemble(facts, auditor.policy_for).waits:
+        try:
+            evaluated = evaluate(facts, auditor.policy_for, now)
+        except Exception:  # one thread that cannot be evaluated never fails the list
+            log.exception("thread %s could not be evaluated; left out", facts.thread_id)
+            continue
+        for w in evaluated.waits:
+            ev, v = w.evidence, w.verdict
             if ev.request_id in wanted or (ev.thread_id in changed and ev.requested_at <= now):
                 try:
-                    v = classify(ev, auditor.policy_for(ev.action, ev.reason), now)
+                    if v is None:
+                        raise w.error or ValueError("no verdict")
                     body = verdict_json(ev, v)
                 except Exception:  # one wait that cannot be shown never fails the list
                     log.exception("wait %s could not be listed; left out", ev.request_id)
@@ -63,10 +69,12 @@ def wait_detail(store: Store, auditor: Auditor, request_id: str) -> dict[str, An
     now = _now()
     # Looked up, never parsed: ids may hold `/` and `@`.
     for facts in store.threads(store.threads_of(request_id)):
-        for ev in assemble(facts, auditor.policy_for).waits:
+        for w in evaluate(facts, auditor.policy_for, now).waits:
+            ev, v = w.evidence, w.verdict
             if ev.request_id != request_id:
                 continue
-            v = classify(ev, auditor.policy_for(ev.action, ev.reason), now)
+            if v is None:
+                raise w.error or ValueError("no verdict")
             body = verdict_json(ev, v)
             body["evaluatedAt"] = iso(now)
             body["timeline"] = _timeline(ev)

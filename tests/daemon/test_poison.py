@@ -30,6 +30,7 @@ from sidewatch.core.facts import (
     SignalFact,
     SignalKind,
 )
+from sidewatch.core.health import Replay
 from sidewatch.core.model import Code
 from sidewatch.daemon import auditor as auditor_module
 from sidewatch.daemon import pipeline as pipeline_module
@@ -259,14 +260,16 @@ def test_a_closed_wait_whose_times_no_span_carries_is_counted_and_the_other_span
 
 
 def classify_failing_for(module: Any, request_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = module.classify
+    """The health model raises for one wait, as a bug would, wherever `module` asks the
+    engine for its verdict (the engine's pass replays every wait: the fault is put there)."""
+    real = Replay.verdict
 
-    def classify(ev: Any, policy: Any, now: int) -> Any:
-        if ev.request_id == request_id:
+    def verdict(self: Replay, now: int) -> Any:
+        if self.ev.request_id == request_id:
             raise ArithmeticError("a model bug")
-        return real(ev, policy, now)
+        return real(self, now)
 
-    monkeypatch.setattr(module, "classify", classify)
+    monkeypatch.setattr(Replay, "verdict", verdict)
 
 
 def test_a_wait_that_cannot_be_classified_is_left_out_of_the_list(

@@ -1,0 +1,502 @@
+"""The evaluation engine: one thread's facts to every wait's evidence and verdict, in one pass.
+
+Owns identity (which announcements are one wait, its requestId), the matching of answers and
+evidence events to waits whenever the wait appears, and which later runs of the thread count
+for a wait. Facts are walked once in (time, arrival) order; each wait's replay stays live, so
+"was it open then?" is read from it, never rebuilt. Pure: facts and `now` in, verdicts out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+import orjson
+
+from sidewatch.core.facts import (
+    AnswerFact,
+    FindingFact,
+    HeartbeatFact,
+    InterruptFact,
+    LegacyResumeFact,
+    RunFact,
+    RunMark,
+    SignalFact,
+    SignalKind,
+    ThreadFacts,
+    ToolCallFact,
+    ToolResultFact,
+    key_hash,
+)
+from sidewatch.core.health import Replay
+from sidewatch.core.model import (
+    ActionChange,
+    Code,
+    Decision,
+    Heartbeat,
+    Item,
+    Receipt,
+    Route,
+    RunEvent,
+    RunStep,
+    State,
+    Verdict,
+    WaitEvidence,
+)
+from sidewatch.core.policy import Policy
+
+PolicyFor = Callable[[str | None, str | None], Policy]
+Key = tuple[int, int]
+Pos = tuple[int, int, int, int, int]  # at, seq, kind, index, sub-index: the walk's order
+
+_RUN_STEPS = {
+    RunMark.STARTED: RunStep.STARTED,
+    RunMark.FINISHED: RunStep.FINISHED,
+    RunMark.ERROR: RunStep.ERROR,
+}
+
+# What happens at one instant, in this order: announcements, then the questions asked of the
+# waits as they were just before it, then the items (in the order a timeline lists them).
+_INTERRUPT, _LEGACY, _LONE, _INPUT = 0, 1, 2, 3
+_SIGNAL, _ANSWER, _LEGACY_ANSWER, _HEARTBEAT, _RUN, _TOOL_RESULT, _LONE_ANSWER = range(10, 17)
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    evidence: WaitEvidence
+    verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
+    error: Exception | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadVerdicts:
+    waits: tuple[Evaluated, ...]  # in the order the waits were announced
+    findings: tuple[FindingFact, ...]  # noticed on the thread, about no single wait
+
+
+@dataclass(slots=True)
+class _Wait:
+    first: InterruptFact
+    header: WaitEvidence
+    replay: Replay
+    runs: set[str]  # runs that announced it (first and again)
+    items: list[Item] = field(default_factory=list)
+    answering: set[str] = field(default_factory=set)  # runs whose input answered it
+    ignoring: set[str] = field(default_factory=set)  # runs whose input came while it was open
+    verdict: Verdict | None = None
+    error: Exception | None = None  # its replay raised: fed no more, counted as closed
+
+    @property
+    def key(self) -> Key:
+        return (self.first.at, self.first.seq)
+
+
+def evaluate(facts: ThreadFacts, policy_for: PolicyFor, now: int) -> ThreadVerdicts:
+    """Every wait of the thread with its timeline and its verdict at `now`, plus the thread's
+    findings. Facts after `now` still decide identity and matching; verdicts ignore them."""
+    return _Pass(facts, policy_for, now).run()
+
+
+@dataclass(slots=True)
+class _Pass:
+    facts: ThreadFacts
+    policy_for: PolicyFor
+    when: int  # the evaluation time (`now`)
+    # Whole-thread knowledge, from a first cheap look at the facts.
+    known: set[str] = field(default_factory=set)  # the thread's interrupt ids
+    hashed: dict[str, str] = field(default_factory=dict)
+    first_seen: dict[str, Key] = field(default_factory=dict)  # run → its first run fact
+    calls: dict[tuple[str, str], ToolCallFact] = field(default_factory=dict)
+    latest: dict[str, ToolCallFact] = field(default_factory=dict)
+    # The walk.
+    waits: list[_Wait] = field(default_factory=list)
+    by_id: dict[str, list[_Wait]] = field(default_factory=dict)
+    by_request: dict[str, _Wait] = field(default_factory=dict)  # the earliest with the id
+    by_call: dict[str, list[_Wait]] = field(default_factory=dict)
+    open: dict[int, _Wait] = field(default_factory=dict)  # by id(): not closed so far
+    by_run: dict[str, list[_Wait]] = field(default_factory=dict)  # waits a run announced
+    answered_by: dict[str, list[_Wait]] = field(default_factory=dict)
+    # Items for waits not announced yet, by the thread-scoped id they name, in walk order.
+    for_interrupt: dict[str, list[tuple[Pos, Item]]] = field(default_factory=dict)
+    for_request: dict[str, list[tuple[Pos, Item]]] = field(default_factory=dict)
+    heartbeats: dict[str | None, list[tuple[Pos, Item]]] = field(default_factory=dict)
+    results: dict[str, list[tuple[Pos, ToolResultFact]]] = field(default_factory=dict)
+    lone_runs: set[str] = field(default_factory=set)
+    findings: list[FindingFact] = field(default_factory=list)
+    crossed: bool = False  # past `now`: the verdicts are taken
+
+    def run(self) -> ThreadVerdicts:
+        facts = self.facts
+        answers = _first_tool_message_answers(facts.answers)
+        steps = self._prepare(answers)
+        k, n = 0, len(steps)
+        while k < n:
+            at, seq = steps[k][0][0], steps[k][0][1]
+            j = k
+            while j < n and steps[j][0][0] == at and steps[j][0][1] == seq:
+                j += 1
+            self._instant((at, seq), steps[k:j])
+            k = j
+        for w in self.waits:
+            if w.verdict is None:
+                self._take_verdict(w)
+        return self._finish(answers)
+
+    def _prepare(self, answers: tuple[AnswerFact, ...]) -> list[tuple[Pos, object]]:
+        facts = self.facts
+        self.known = {i.interrupt_id for i in facts.interrupts}
+        self.hashed = {key_hash(i): i for i in self.known}
+        for r in facts.runs:
+            key = (r.at, r.seq)
+            if r.run_id not in self.first_seen or key < self.first_seen[r.run_id]:
+                self.first_seen[r.run_id] = key
+        self.calls = {(c.run_id, c.tool_call_id): c for c in facts.tool_calls}
+        self.latest = {
+            c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))
+        }
+        finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
+        # A run's answers for the lone-answer rule, counted before legacy resumes resolve.
+        counts: dict[str, int] = {}
+        for a in answers:
+            counts[a.run_id] = counts.get(a.run_id, 0) + 1
+        legacy_entries = []
+        for lr in facts.legacy_resumes:
+            entries = [
+                (self.hashed[h], Code(c), d)
+                for h, c, d in orjson.loads(lr.entries)
+                if h in self.hashed
+            ]
+            legacy_entries.append(entries)
+            counts[lr.run_id] = counts.get(lr.run_id, 0) + max(len(entries), 1)
+
+        steps: list[tuple[Pos, object]] = []
+        for n, f in enumerate(facts.interrupts):
+            steps.append(((f.at, f.seq, _INTERRUPT, n, 0), f))
+        for n, lr in enumerate(facts.legacy_resumes):
+            steps.append(((lr.at, lr.seq, _LEGACY, n, 0), (lr, legacy_entries[n])))
+        for n, a in enumerate(answers):
+            steps.append(((a.at, a.seq, _ANSWER, n, 0), a))
+            if a.interrupt_id not in self.known and a.run_id in finished and counts[a.run_id] == 1:
+                steps.append(((a.at, a.seq, _LONE, n, 0), a))
+        for n, r in enumerate(facts.runs):
+            if r.mark is RunMark.INPUT:
+                steps.append(((r.at, r.seq, _INPUT, n, 0), r))
+            elif r.mark in _RUN_STEPS:
+                steps.append(((r.at, r.seq, _RUN, n, 0), r))
+        for n, s in enumerate(facts.signals):
+            steps.append(((s.at, s.seq, _SIGNAL, n, 0), s))
+        for n, h in enumerate(facts.heartbeats):
+            steps.append(((h.at, h.seq, _HEARTBEAT, n, 0), h))
+        for n, t in enumerate(facts.tool_results):
+            steps.append(((t.at, t.seq, _TOOL_RESULT, n, 0), t))
+        steps.sort(key=lambda s: s[0])
+        return steps
+
+    # -- one instant ----------------------------------------------------------------------
+
+    def _instant(self, key: Key, steps: list[tuple[Pos, object]]) -> None:
+        if not self.crossed and key[0] > self.when:
+            self.crossed = True
+            for w in self.waits:
+                self._take_verdict(w)
+        later: list[tuple[Pos, object]] = []
+        for pos, fact in steps:
+            kind = pos[2]
+            if kind == _INTERRUPT:
+                assert isinstance(fact, InterruptFact)
+                self._announce(fact, key)
+            elif kind == _LEGACY:
+                assert isinstance(fact, tuple)
+                later += self._legacy(pos, *fact)
+            elif kind == _LONE:
+                assert isinstance(fact, AnswerFact)
+                later += self._lone(pos, fact)
+            elif kind == _INPUT:
+                assert isinstance(fact, RunFact)
+                self._input(fact)
+            else:
+                later.append((pos, fact))
+        if len(later) > 1:
+            later.sort(key=lambda s: s[0])
+        for pos, fact in later:
+            self._item(pos, fact)
+
+    def _announce(self, f: InterruptFact, key: Key) -> None:
+        same = self.by_id.get(f.interrupt_id)
+        last = same[-1] if same else None
+        if last is not None and (f.run_id in last.runs or last.replay.closed is None):
+            if f.run_id not in last.runs:  # announced again: the same wait
+                last.runs.add(f.run_id)
+                self.by_run.setdefault(f.run_id, []).append(last)
+            return
+        call = None
+        if f.tool_call_id is not None:
+            call = self.calls.get((f.run_id, f.tool_call_id)) or self.latest.get(f.tool_call_id)
+        default_id = f"{f.thread_id}/{f.interrupt_id}"
+        if last is not None:
+            default_id += f"@{f.run_id}"  # an id reused after the earlier wait closed
+        header = WaitEvidence(
+            request_id=f.request_id or default_id,
+            thread_id=f.thread_id,
+            run_id=f.run_id,
+            interrupt_id=f.interrupt_id,
+            requested_at=f.at,
+            requested_seq=f.seq,
+            action=f.action or (call.name if call else None),
+            reason=f.reason,
+            tool_call_id=f.tool_call_id,
+            expires_at=f.expires_at,
+            digest=f.digest or (call.digest if call else None),
+            handle=f.handle,
+            tool_result_receipt=f.tool_result_receipt,
+        )
+        policy = self.policy_for(header.action, header.reason)
+        w = _Wait(first=f, header=header, replay=Replay(header, policy), runs={f.run_id})
+        self.waits.append(w)
+        self.by_id.setdefault(f.interrupt_id, []).append(w)
+        self.by_run.setdefault(f.run_id, []).append(w)
+        self.open[id(w)] = w
+        buffered: list[tuple[Pos, Item]] = []
+        if len(self.by_id[f.interrupt_id]) == 1:
+            buffered += self.for_interrupt.pop(f.interrupt_id, [])
+        if header.request_id not in self.by_request:
+            self.by_request[header.request_id] = w
+            buffered += self.for_request.pop(header.request_id, [])
+        buffered += self.heartbeats.get(f.run_id, [])
+        buffered += self.heartbeats.get(None, [])
+        if f.tool_call_id is not None:
+            self.by_call.setdefault(f.tool_call_id, []).append(w)
+            buffered += [
+                (pos, RunEvent(t.at, t.seq, t.run_id, RunStep.TOOL_RESULT))
+                for pos, t in self.results.get(f.tool_call_id, [])
+                if t.run_id != f.run_id
+            ]
+        buffered.sort(key=lambda b: b[0])
+        for _, item in buffered:
+            self._feed(w, item)
+        if self.crossed and w.error is None:  # announced after `now`: only what came before
+            try:
+                fresh = Replay(header, policy)
+                for _, item in buffered:
+                    if item.at <= self.when:
+                        fresh.feed(item)
+                w.verdict = fresh.verdict(self.when)
+            except Exception as e:
+                self._fail(w, e)
+
+    def _open_before(self, key: Key) -> list[_Wait]:
+        return [w for w in self.open.values() if w.key < key]
+
+    def _legacy(
+        self, pos: Pos, lr: LegacyResumeFact, entries: list[tuple[str, Code, str | None]]
+    ) -> list[tuple[Pos, object]]:
+        """`forwardedProps.command.resume`: a map keyed by interrupt id when any key names an
+        interrupt of the thread (open or closed); otherwise one answer for the thread's one
+        open wait (with several open: a finding, and nothing applied)."""
+        at, seq, _, n, _ = pos
+        if entries:
+            return [
+                ((at, seq, _LEGACY_ANSWER, n, m), _answer(lr, i, c, d))
+                for m, (i, c, d) in enumerate(entries)
+            ]
+        open_then = self._open_before((at, seq))
+        if len(open_then) == 1:
+            iid = open_then[0].first.interrupt_id
+            return [((at, seq, _LEGACY_ANSWER, n, 0), _answer(lr, iid, lr.code, lr.digest))]
+        self.findings.append(
+            FindingFact(
+                rule="legacy_resume_ambiguous" if open_then else "answer_unknown_interrupt",
+                at=lr.at,
+                seq=lr.seq,
+                thread_id=self.facts.thread_id,
+                run_id=lr.run_id,
+                interrupt_id=None,
+            )
+        )
+        return []
+
+    def _lone(self, pos: Pos, a: AnswerFact) -> list[tuple[Pos, object]]:
+        """Some producers apply a run's only answer to the thread's only open wait, whatever
+        id it names: such an answer, unmatched and in a run that completes, is that wait's."""
+        open_then = self._open_before((a.at, a.seq))
+        if len(open_then) != 1:
+            return []
+        self.lone_runs.add(a.run_id)
+        d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True)
+        return [((a.at, a.seq, _LONE_ANSWER, pos[3], 0), (open_then[0], d))]
+
+    def _input(self, r: RunFact) -> None:
+        """A run asked for while a wait was open: a finding unless the run answered it."""
+        first = self.first_seen[r.run_id]
+        for w in self.open.values():
+            if w.key < first and w.first.run_id != r.run_id:
+                w.ignoring.add(r.run_id)
+
+    # -- items ----------------------------------------------------------------------------
+
+    def _item(self, pos: Pos, fact: object) -> None:
+        if isinstance(fact, tuple):  # a lone answer, already matched
+            w, d = fact
+            self._feed(w, d)
+        elif isinstance(fact, AnswerFact):
+            self._to_interrupt(
+                pos,
+                fact.interrupt_id,
+                Decision(fact.at, fact.seq, fact.code, fact.digest, fact.run_id),
+            )
+        elif isinstance(fact, SignalFact):
+            self._signal(pos, fact)
+        elif isinstance(fact, HeartbeatFact):
+            item = Heartbeat(fact.at, fact.seq, fact.handle)
+            self.heartbeats.setdefault(fact.run_id, []).append((pos, item))
+            targets: Iterable[_Wait] = (
+                self.waits if fact.run_id is None else self.by_run.get(fact.run_id, ())
+            )
+            for w in targets:
+                self._feed(w, item)
+        elif isinstance(fact, RunFact):
+            self._run(fact)
+        elif isinstance(fact, ToolResultFact):
+            self.results.setdefault(fact.tool_call_id, []).append((pos, fact))
+            for w in self.by_call.get(fact.tool_call_id, ()):
+                if fact.run_id != w.first.run_id:
+                    self._feed(w, RunEvent(fact.at, fact.seq, fact.run_id, RunStep.TOOL_RESULT))
+
+    def _to_interrupt(self, pos: Pos, interrupt_id: str, item: Item) -> None:
+        """The most recent wait with the id announced so far, else the first one to come."""
+        ws = self.by_id.get(interrupt_id)
+        if ws:
+            self._feed(ws[-1], item)
+        elif interrupt_id in self.known:
+            self.for_interrupt.setdefault(interrupt_id, []).append((pos, item))
+
+    def _signal(self, pos: Pos, s: SignalFact) -> None:
+        item: Item | None = None
+        if s.kind is SignalKind.ROUTE:
+            item = Route(s.at, s.seq, s.approver_ref, s.delivered, s.acknowledged)
+        elif s.kind is SignalKind.DECISION and s.code is not None:
+            item = Decision(s.at, s.seq, s.code, s.digest)
+        elif s.kind is SignalKind.ACTION and s.digest is not None:
+            item = ActionChange(s.at, s.seq, s.digest)
+        elif s.kind is SignalKind.RECEIPT:
+            item = Receipt(s.at, s.seq)
+        if item is None:
+            return
+        if s.request_id is not None:
+            w = self.by_request.get(s.request_id)
+            if w is not None:
+                self._feed(w, item)
+            else:
+                self.for_request.setdefault(s.request_id, []).append((pos, item))
+        elif s.thread_id == self.facts.thread_id and s.interrupt_id is not None:
+            self._to_interrupt(pos, s.interrupt_id, item)
+
+    def _run(self, r: RunFact) -> None:
+        """A later run's step reaches the waits it can still change: the open ones, and a
+        RESUMED one only from a run whose input accepted it (its failure reopens the wait)."""
+        first = self.first_seen[r.run_id]
+        targets = [w for w in self.open.values() if w.key < first]
+        for w in self.answered_by.get(r.run_id, ()):
+            if w.replay.closed is State.RESUMED and w.key < first:
+                targets.append(w)
+        step = _RUN_STEPS[r.mark]
+        for w in targets:
+            if w.first.run_id != r.run_id:
+                again = r.run_id in w.runs
+                self._feed(w, RunEvent(r.at, r.seq, r.run_id, step, reannounced=again))
+
+    def _take_verdict(self, w: _Wait) -> None:
+        if w.error is None:
+            try:
+                w.verdict = w.replay.verdict(self.when)
+            except Exception as e:
+                self._fail(w, e)
+
+    def _fail(self, w: _Wait, e: Exception) -> None:
+        """A wait whose replay raises (a model bug, a policy it cannot use) is left out;
+        the pass goes on for the others."""
+        w.error, w.verdict = e, None
+        self.open.pop(id(w), None)
+
+    def _feed(self, w: _Wait, item: Item) -> None:
+        w.items.append(item)
+        if w.error is not None:
+            return
+        try:
+            w.replay.feed(item)
+        except Exception as e:
+            self._fail(w, e)
+            return
+        if (
+            isinstance(item, Decision)
+            and item.run_id is not None
+            and item.run_id not in w.answering
+        ):
+            w.answering.add(item.run_id)
+            self.answered_by.setdefault(item.run_id, []).append(w)
+        if w.replay.closed is None:
+            self.open[id(w)] = w
+        else:
+            self.open.pop(id(w), None)
+
+    # -- the end --------------------------------------------------------------------------
+
+    def _finish(self, answers: tuple[AnswerFact, ...]) -> ThreadVerdicts:
+        facts = self.facts
+        for a in answers:
+            if a.interrupt_id not in self.known and a.run_id not in self.lone_runs:
+                self.findings.append(
+                    FindingFact(
+                        rule="answer_unknown_interrupt",
+                        at=a.at,
+                        seq=a.seq,
+                        thread_id=facts.thread_id,
+                        run_id=a.run_id,
+                        interrupt_id=a.interrupt_id,
+                    )
+                )
+        noticed: dict[str, list[FindingFact]] = {}
+        for f in facts.findings:
+            if f.interrupt_id is not None:
+                noticed.setdefault(f.interrupt_id, []).append(f)
+        errored = {r.run_id for r in facts.runs if r.mark is RunMark.ERROR}
+        out = []
+        for w in self.waits:
+            rules = [f.rule for f in noticed.get(w.first.interrupt_id, ()) if f.run_id in w.runs]
+            if w.answering & errored:
+                rules.append("resume_rejected")
+            if w.ignoring - w.answering:
+                rules.append("run_ignores_open_interrupt")
+            found = tuple(dict.fromkeys(rules))
+            ev = replace(w.header, items=tuple(w.items), findings=found)
+            v = w.verdict
+            if v is not None and found:
+                v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
+            out.append(Evaluated(ev, v, w.error))
+        return ThreadVerdicts(tuple(out), tuple(self.findings))
+
+
+def _answer(lr: LegacyResumeFact, interrupt_id: str, code: Code, digest: str | None) -> AnswerFact:
+    return AnswerFact(
+        thread_id=lr.thread_id,
+        run_id=lr.run_id,
+        interrupt_id=interrupt_id,
+        code=code,
+        at=lr.at,
+        seq=lr.seq,
+        digest=digest,
+    )
+
+
+def _first_tool_message_answers(answers: tuple[AnswerFact, ...]) -> tuple[AnswerFact, ...]:
+    """ADK clients repeat a confirmation's answer in every later input's history: only the
+    first answer for an interrupt counts; the repeats are not continuations."""
+    seen: set[str] = set()
+    kept = []
+    for a in sorted(answers, key=lambda a: (a.at, a.seq)):
+        if a.via == "tool_message":
+            if a.interrupt_id in seen:
+                continue
+            seen.add(a.interrupt_id)
+        kept.append(a)
+    return tuple(kept) if len(kept) != len(answers) else answers
