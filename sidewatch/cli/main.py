@@ -32,7 +32,7 @@ from sidewatch.daemon.reports import render, report_name, write_atomic
 from sidewatch.errors import ConfigError, SidewatchError, StoreRefused
 from sidewatch.ingest.reader import read_file
 from sidewatch.report.verdicts import FIRST_MS, audit_json, audit_table
-from sidewatch.store.db import open_store, revision, upgrade
+from sidewatch.store.db import Limits, open_store, require_head, revision, upgrade
 from sidewatch.store.repo import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,11 +69,19 @@ def _config(config_path: str | None, db: str | None) -> Config:
 
 
 @contextmanager
-def _store(cfg: Config) -> Iterator[Engine]:
+def _store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
     """The configured store, closed however the command ends (an error included: a pooled
-    PostgreSQL connection would otherwise stay open)."""
-    engine = open_store(cfg.db_url, busy_timeout_ms=cfg.store_busy_timeout_ms)
+    PostgreSQL connection would otherwise stay open). A read-only command never changes the
+    schema: it refuses a store that is not at the newest migration."""
+    engine = open_store(
+        cfg.db_url,
+        migrate=not read_only,
+        busy_timeout_ms=cfg.store_busy_timeout_ms,
+        limits=Limits.of(cfg),
+    )
     try:
+        if read_only:
+            require_head(engine)
         yield engine
     finally:
         engine.dispose()
@@ -198,7 +206,7 @@ def audit_cmd(
     """Classify every known wait at a time and print the verdicts (read-only)."""
     at_ms = _parse_at(at)
     cfg = _config(config_path, db)
-    with _store(cfg) as engine:
+    with _store(cfg, read_only=True) as engine:
         _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
 
 
@@ -246,8 +254,14 @@ def demo(fmt: str) -> None:
     metavar="HOST:PORT",
     help="Address to serve on (default 127.0.0.1:9477, or server.listen).",
 )
+@click.option(
+    "--no-migrate",
+    is_flag=True,
+    help="Never change the schema: refuse a store that is not at the newest migration "
+    "(for deployments that run `sidewatch db upgrade` as a separate step).",
+)
 @_one_line_errors
-def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
+def serve(config_path: str | None, db: str | None, listen: str | None, no_migrate: bool) -> None:
     """Run the daemon: HTTP ingest and read API, /metrics, and the scheduled auditor.
 
     \b
@@ -269,7 +283,7 @@ def serve(config_path: str | None, db: str | None, listen: str | None) -> None:
     from sidewatch.daemon.serve import serve as run_daemon  # noqa: PLC0415 (load uvicorn only here)
 
     cfg = _config(config_path, db)
-    run_daemon(replace(cfg, listen=listen) if listen else cfg)
+    run_daemon(replace(cfg, listen=listen) if listen else cfg, migrate=not no_migrate)
 
 
 @cli.command(name="report")
@@ -322,7 +336,7 @@ def report_cmd(
     if end - window_ms < FIRST_MS:  # its charts need a calendar date at every tick
         raise click.BadParameter("the window must start after the year 1", param_hint="--at")
     cfg = _config(config_path, db)
-    with _store(cfg) as engine:
+    with _store(cfg, read_only=True) as engine:
         body = render(report(Store(engine), cfg.policies, end, window_ms), fmt)
     if output is None:
         click.echo(body.decode(), nl=False)
@@ -344,9 +358,10 @@ def db() -> None:
 @db_option
 @_one_line_errors
 def db_upgrade(config_path: str | None, db: str | None) -> None:
-    """Apply every migration the store lacks (every command also does this on start)."""
+    """Apply every migration the store lacks (`serve` and `ingest` also do this on start;
+    `audit` and `report` never change the schema)."""
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url, migrate=False)
+    engine = open_store(cfg.db_url, migrate=False, limits=Limits.of(cfg))
     try:
         before, _ = revision(engine)
         upgrade(engine)

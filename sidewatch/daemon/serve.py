@@ -43,7 +43,7 @@ from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
-from sidewatch.store.db import failure, open_store
+from sidewatch.store.db import Limits, failure, open_store, require_head
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
 
@@ -163,9 +163,20 @@ class _BuildInfo(Collector):
 class Daemon:
     """The pieces of a running daemon, wired once; `app` is the ASGI application."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, migrate: bool = True) -> None:
         self.config = config
-        self.engine = open_store(config.db_url, busy_timeout_ms=config.store_busy_timeout_ms)
+        self.engine = open_store(
+            config.db_url,
+            migrate=migrate,
+            busy_timeout_ms=config.store_busy_timeout_ms,
+            limits=Limits.of(config),
+        )
+        if not migrate:
+            try:
+                require_head(self.engine)
+            except StoreError:
+                self.engine.dispose()
+                raise
         self.store = Store(self.engine)
         traces = from_environment(os.environ)
         self.tracer_provider = traces[1] if traces else None
@@ -514,7 +525,7 @@ def connection_cap(config: Config, open_files: int) -> int:
     return config.max_connections
 
 
-def serve(config: Config) -> None:
+def serve(config: Config, migrate: bool = True) -> None:
     """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS."""
     check_listen(config)
     host, port = split_listen(config.listen)
@@ -522,7 +533,7 @@ def serve(config: Config) -> None:
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
     cap = connection_cap(config, raise_open_files())
-    daemon = Daemon(config)
+    daemon = Daemon(config, migrate)
     server = uvicorn.Server(
         uvicorn.Config(
             daemon.app,
