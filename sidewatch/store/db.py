@@ -166,6 +166,20 @@ def _pg_args(url: Any, limits: Limits) -> tuple[Any, dict[str, Any]]:
     }
 
 
+_UNBOUNDED = threading.local()  # this thread's store work has no client-side deadline
+
+
+@contextmanager
+def unbounded() -> Iterator[None]:
+    """Store work in this thread without the client-side deadline: a migration, whose DDL
+    may rightly take minutes (or wait for another process's)."""
+    _UNBOUNDED.on = True
+    try:
+        yield
+    finally:
+        _UNBOUNDED.on = False
+
+
 class _Stalls:
     """The client's side of the statement timeout: a statement, commit or ping whose answer
     has not come by its deadline (a frozen network or server, where the server's own timeout
@@ -178,6 +192,8 @@ class _Stalls:
         self._thread: threading.Thread | None = None
 
     def arm(self, dbapi_conn: Any, seconds: float) -> None:
+        if getattr(_UNBOUNDED, "on", False):
+            return
         with self._lock:
             self._armed[id(dbapi_conn)] = (time.monotonic() + seconds, dbapi_conn)
             if self._thread is None:
@@ -297,15 +313,16 @@ def upgrade(engine: Engine) -> None:
             current = MigrationContext.configure(conn).get_current_revision()
             if current == head:
                 return
-            if engine.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL statement_timeout = 0")  # DDL takes its time
-                conn.exec_driver_sql(_MIGRATION_LOCK)
-                current = MigrationContext.configure(conn).get_current_revision()
-                if current == head:  # another process upgraded it while this one waited
-                    return
-            _known(engine, script, current, head)
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            with unbounded():  # DDL takes its time
+                if engine.dialect.name == "postgresql":
+                    conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+                    conn.exec_driver_sql(_MIGRATION_LOCK)
+                    current = MigrationContext.configure(conn).get_current_revision()
+                    if current == head:  # another process upgraded it while this one waited
+                        return
+                _known(engine, script, current, head)
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
     except OperationalError as e:
         raise store_error(f"store {_safe(str(engine.url))} is unavailable", e) from None
     except SQLAlchemyError as e:

@@ -44,7 +44,9 @@ class Bouncer:
     database: str
 
     def url(self, query: str = "") -> str:
-        return f"postgresql+psycopg://{_PARAMS['user']}@127.0.0.1:{self.port}/{self.database}{query}"
+        return (
+            f"postgresql+psycopg://{_PARAMS['user']}@127.0.0.1:{self.port}/{self.database}{query}"
+        )
 
 
 @pytest.fixture
