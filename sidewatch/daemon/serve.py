@@ -10,14 +10,17 @@ import asyncio
 import logging
 import os
 import resource
+import signal
 import ssl
 import sys
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -525,6 +528,52 @@ def connection_cap(config: Config, open_files: int) -> int:
     return config.max_connections
 
 
+class BoundedServer(uvicorn.Server):
+    """uvicorn that also stops cleanly on SIGHUP (reloading is not supported: a restart
+    applies a new config), and exits within `bound_s` of the first signal whatever still
+    runs (a store that stopped answering holds worker threads)."""
+
+    def __init__(self, bound_s: float, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.bound_s = bound_s
+        self._bound: threading.Timer | None = None
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            with super().capture_signals():
+                yield
+            return
+        before = signal.signal(signal.SIGHUP, self.handle_exit)
+        try:
+            with super().capture_signals():
+                yield
+        finally:
+            signal.signal(signal.SIGHUP, before)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGHUP:
+            log.warning(
+                "SIGHUP: reloading the config is not supported; shutting down cleanly "
+                "(start again to apply a new config)"
+            )
+        super().handle_exit(sig, frame)
+        if sig == signal.SIGHUP:  # a clean exit, not death by the signal raised again after
+            self._captured_signals.remove(sig)
+        if self._bound is None:
+            self._bound = threading.Timer(self.bound_s, self._give_up)
+            self._bound.daemon = True
+            self._bound.start()
+
+    def _give_up(self) -> None:
+        log.error(
+            "shutdown took longer than %gs (server.shutdownTimeout): exiting now", self.bound_s
+        )
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(1)
+
+
 def serve(config: Config, migrate: bool = True) -> None:
     """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS."""
     check_listen(config)
@@ -534,14 +583,17 @@ def serve(config: Config, migrate: bool = True) -> None:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
     cap = connection_cap(config, raise_open_files())
     daemon = Daemon(config, migrate)
-    server = uvicorn.Server(
+    server = BoundedServer(
+        config.shutdown_timeout_ms / 1000,
         uvicorn.Config(
             daemon.app,
             host=host,
             port=port,
             log_config=None,
             access_log=False,
-            timeout_graceful_shutdown=30,
+            # Half the bound for requests to drain; the rest for the last tick, the JetStream
+            # batch and the lease release.
+            timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_ms / 2000)),
             lifespan="on",
             http=head_deadline(config.request_timeout_ms / 1000, cap),
             # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: only a
@@ -550,6 +602,6 @@ def serve(config: Config, migrate: bool = True) -> None:
             forwarded_allow_ips=list(config.trusted_proxies),
             ssl_certfile=config.tls_cert_file,
             ssl_keyfile=config.tls_key_file,
-        )
+        ),
     )
     server.run()
