@@ -224,6 +224,10 @@ class Daemon:
             from sidewatch.daemon.jetstream import JetStreamCollector  # noqa: PLC0415
 
             registry.register(JetStreamCollector(self.jetstream))
+            consumer = self.jetstream
+            self.state.problems = lambda: (
+                [] if consumer.healthy else ["JetStream consumer not consuming"]
+            )
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         self._running: set[asyncio.Future[Any]] = set()  # store work in worker threads
         self._scheduler: AsyncIOScheduler | None = None
