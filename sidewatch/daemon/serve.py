@@ -187,9 +187,13 @@ class Daemon:
         # standby also claims every half interval, so it takes over within 1.75 intervals of
         # the holder's last renewal.
         self.lease = AuditLease(self.engine, ttl_ms=config.audit_interval_ms * 5 // 4)
+        self._claim_failed = False  # the last claim met a store outage
+        self._ticked_epoch: int | None = None  # the lease term of the snapshot's tick
         try:  # before the counters load: a replica that takes the lease now needs no reload
-            self.lease.claim()
+            if self.lease.claim():
+                log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
         except StoreError as e:
+            self._claim_failed = True
             log.warning("audit lease not claimed yet: %s", e)
         self.auditor = Auditor(
             self.store,
@@ -201,9 +205,10 @@ class Daemon:
         registry = CollectorRegistry()
         registry.register(
             SnapshotCollector(
-                lambda: self.auditor.snapshot if self.lease.held else None,
+                self._current_snapshot,
                 self.counters,
-                lambda: self.lease.held,
+                lambda: self.lease.verified,
+                skipped=lambda: self.auditor.skipped,
             )
         )
         registry.register(AlertPushCollector(lambda: self.alerts))
@@ -217,7 +222,7 @@ class Daemon:
             ref_protector(self.engine, config),
             self.counters,
             registry,
-            lease_held=lambda: self.lease.held,
+            lease_held=lambda: self.lease.verified,
         )
         self.jetstream = _jetstream(self.state)
         if self.jetstream is not None:
@@ -243,6 +248,14 @@ class Daemon:
             else None
         )
 
+    def _current_snapshot(self) -> Any:
+        """The store-wide snapshot, only for the current, verified lease term and once that
+        term's first tick made it: never a stalled holder's, never the last term's."""
+        lease = self.lease
+        if lease.verified and self._ticked_epoch is not None and self._ticked_epoch == lease.epoch:
+            return self.auditor.snapshot
+        return None
+
     async def claim(self) -> None:
         """Renew or take the audit lease (every half interval). On taking it over, continue
         the counters from the store and audit at once."""
@@ -252,10 +265,12 @@ class Daemon:
         try:
             held = await run_in_threadpool(self.lease.claim)
         except StoreError as e:
+            self._claim_failed = True
             log.warning("audit lease not renewed: %s", e)
             return
+        self._claim_failed = False
         if held and self.lease.epoch != epoch:
-            log.info("took the audit lease (epoch %s): this replica audits", self.lease.epoch)
+            log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
             try:
                 await run_in_threadpool(self.auditor.reload)
             except StoreError as e:  # the next claim renews, the next tick retries
@@ -268,8 +283,14 @@ class Daemon:
     async def tick(self) -> None:
         """One audit tick in a worker thread, on the replica holding the lease; a store outage
         skips it (and /readyz says so)."""
-        if self._stopping or not self.lease.held:
-            return  # a standby, or launched by the scheduler as the daemon stopped
+        if self._stopping:
+            return  # launched by the scheduler as the daemon stopped
+        if not self.lease.held:
+            if self._claim_failed:  # not a standby: the store kept the lease from being checked
+                log.warning("audit tick skipped: the audit lease could not be checked")
+                self.auditor.skipped_tick()
+            return  # a standby
+        epoch = self.lease.epoch
         now = int(time.time() * 1000)
         try:
             report = await self._in_worker(self._audit, now)
@@ -283,6 +304,7 @@ class Daemon:
         except Exception:
             log.exception("audit tick failed")
             return
+        self._ticked_epoch = epoch
         if report.threads or report.errors:
             log.info(
                 "audit tick",
