@@ -6,8 +6,10 @@ BIN    := $(VENV)/bin
 TOOLS  := .tools
 PROMTOOL := $(TOOLS)/prometheus/usr/bin/promtool
 ALERTMANAGER := $(TOOLS)/alertmanager/usr/bin/prometheus-alertmanager
+PGBOUNCER := $(TOOLS)/pgbouncer/usr/sbin/pgbouncer
 export SIDEWATCH_PROMTOOL := $(abspath $(PROMTOOL))
 export SIDEWATCH_ALERTMANAGER := $(abspath $(ALERTMANAGER))
+export SIDEWATCH_PGBOUNCER := $(abspath $(PGBOUNCER))
 # Debian's Chromium, headless: the HTML report's browser test and the example screenshot
 CHROMIUM ?= /usr/bin/chromium
 CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
@@ -34,7 +36,8 @@ run: $(VENV)/.installed ## install, then start the daemon (CONFIG=file.yaml; def
 demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
-test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(CHROMIUM) producer-venvs lint typecheck unit ## everything CI runs
+test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(PGBOUNCER) $(CHROMIUM) producer-venvs \
+	lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -113,6 +116,16 @@ $(ALERTMANAGER):
 	test -f /usr/share/prometheus/alertmanager/default.tmpl || \
 		cp -r $(TOOLS)/alertmanager/usr/share/prometheus /usr/share/
 	$(ALERTMANAGER) --version 2>&1 | head -1
+
+# PgBouncer from Debian's package (and the c-ares library it links), unpacked without
+# starting a service: the tests start it on their own port in front of the running PostgreSQL.
+$(PGBOUNCER):
+	mkdir -p $(TOOLS)/debs-pgb
+	cd $(TOOLS)/debs-pgb && (apt-get download pgbouncer libc-ares2 2>/dev/null || \
+		(apt-get update -qq && apt-get download pgbouncer libc-ares2))
+	for deb in $(TOOLS)/debs-pgb/*.deb; do dpkg -x $$deb $(TOOLS)/pgbouncer; done
+	rm -rf $(TOOLS)/debs-pgb
+	LD_LIBRARY_PATH=$(abspath $(TOOLS)/pgbouncer/usr/lib/x86_64-linux-gnu) $(PGBOUNCER) --version | head -1
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache sidewatch.egg-info

@@ -62,6 +62,12 @@ class NatsSource:
 class Config:
     db_url: str = DEFAULT_DB_URL
     store_busy_timeout_ms: int = 10_000  # SQLite: how long to wait for another writer
+    # PostgreSQL: see sidewatch.store.db.Limits (the same defaults)
+    store_connect_timeout_ms: int = 5_000
+    store_statement_timeout_ms: int = 15_000
+    store_pool_size: int = 10
+    store_pool_timeout_ms: int = 5_000
+    store_prepare_threshold: int | None = 5  # None: never prepare (PgBouncer transaction mode)
     policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
     approver_ref_key: str | None = None  # None: the key in `hash_key_file` (generated)
     hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see README)
@@ -86,6 +92,8 @@ class Config:
     max_lines_per_unit: int = 100_000
     max_line_bytes: int = 1024 * 1024
     request_timeout_ms: int = 30_000  # the whole body must arrive within this, else 408
+    # SIGTERM to exit, at most (drain, last tick, lease release); fits Kubernetes' 30 s grace
+    shutdown_timeout_ms: int = 25_000
     audit_interval_ms: int = 30_000
     # /metrics needs a token with the read scope; None: only when listening beyond loopback.
     protect_metrics: bool | None = None
@@ -205,14 +213,40 @@ def _keys(section: Mapping[str, Any], name: str, known: set[str], problems: list
 
 def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     store = _section(data, "store", problems)
-    _keys(store, "store", {"url", "busyTimeout"}, problems)
+    known = {"url", "busyTimeout", "connectTimeout", "statementTimeout", "poolSize"}
+    _keys(store, "store", known | {"poolTimeout", "prepareThreshold"}, problems)
     db_url = store.get("url", DEFAULT_DB_URL)
     if not isinstance(db_url, str) or "://" not in db_url:
         problems.append("store.url: must be a database URL such as sqlite:///./sidewatch.db")
         db_url = DEFAULT_DB_URL
+    timeouts = {}
+    for key, name, default, least in (
+        ("connectTimeout", "store_connect_timeout_ms", 5_000, 2_000),
+        ("statementTimeout", "store_statement_timeout_ms", 15_000, 100),
+        ("poolTimeout", "store_pool_timeout_ms", 5_000, 100),
+    ):
+        timeouts[name] = _dur(store, key, default, "store", problems)
+        if timeouts[name] < least:
+            problems.append(f"store.{key}: must be at least {least / 1000:g}s")
+    pool = store.get("poolSize", 10)
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+        problems.append("store.poolSize: must be a whole number of connections, at least 1")
+        pool = 10
+    threshold = store.get("prepareThreshold", 5)
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+    ):
+        problems.append(
+            "store.prepareThreshold: must be a whole number of runs, or null to never prepare "
+            "statements on the server (PgBouncer in transaction mode)"
+        )
+        threshold = 5
     return {
         "db_url": env.get(ENV_DB_URL) or db_url,
         "store_busy_timeout_ms": _dur(store, "busyTimeout", 10_000, "store", problems),
+        **timeouts,
+        "store_pool_size": pool,
+        "store_prepare_threshold": threshold,
     }
 
 
@@ -266,6 +300,7 @@ def _server(
         "tls",
         "allowPlaintext",
         "externalUrl",
+        "shutdownTimeout",
     }
     _keys(server, "server", known, problems)
     external = server.get("externalUrl")
@@ -281,7 +316,11 @@ def _server(
     timeout = _dur(server, "requestTimeout", 30_000, "server", problems)
     if timeout < 1000:
         problems.append("server.requestTimeout: must be at least 1s")
+    shutdown = _dur(server, "shutdownTimeout", 25_000, "server", problems)
+    if shutdown < 1000:
+        problems.append("server.shutdownTimeout: must be at least 1s")
     return {
+        "shutdown_timeout_ms": shutdown,
         "listen": listen,
         "tokens": _tokens(server.get("tokens"), env, files, problems),
         "protect_metrics": (

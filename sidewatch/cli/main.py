@@ -75,19 +75,23 @@ def _config(config_path: str | None, db: str | None) -> Config:
 @contextmanager
 def _store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
     """The configured store, closed however the command ends (an error included: a pooled
-    PostgreSQL connection would otherwise stay open). A read-only command refuses a store
-    that does not exist or holds no sidewatch schema, and creates nothing."""
-    from sidewatch.store.db import open_store, upgrade
+    PostgreSQL connection would otherwise stay open). A read-only command never changes the
+    schema and creates nothing: it refuses a store that does not exist, holds no sidewatch
+    schema, or is not at the newest migration."""
+    from sidewatch.store.db import Limits, open_store, require_head
 
     if read_only:
         _refuse_missing_file(cfg.db_url)
     engine = open_store(
-        cfg.db_url, migrate=not read_only, busy_timeout_ms=cfg.store_busy_timeout_ms
+        cfg.db_url,
+        migrate=not read_only,
+        busy_timeout_ms=cfg.store_busy_timeout_ms,
+        limits=Limits.of(cfg),
     )
     try:
         if read_only:
             _refuse_unmigrated(engine)
-            upgrade(engine)
+            require_head(engine)
         yield engine
     finally:
         engine.dispose()
@@ -345,6 +349,12 @@ def demo(fmt: str) -> None:
     is_flag=True,
     help="Also log one line per HTTP request (client, method, path, status); off by default.",
 )
+@click.option(
+    "--no-migrate",
+    is_flag=True,
+    help="Never change the schema: refuse a store that is not at the newest migration "
+    "(for deployments that run `sidewatch db upgrade` as a separate step).",
+)
 @_one_line_errors
 def serve(
     config_path: str | None,
@@ -352,6 +362,7 @@ def serve(
     listen: str | None,
     log_level: str,
     access_log: bool,
+    no_migrate: bool,
 ) -> None:
     """Run the daemon: HTTP ingest and read API, /metrics, and the scheduled auditor.
 
@@ -379,7 +390,9 @@ def serve(
 
     cfg = _config(config_path, db)
     level = {"debug": 10, "info": 20, "warning": 30, "error": 40}[log_level]
-    run_daemon(replace(cfg, listen=listen) if listen else cfg, level, access_log)
+    run_daemon(
+        replace(cfg, listen=listen) if listen else cfg, level, access_log, migrate=not no_migrate
+    )
 
 
 @cli.command(name="report")
@@ -460,11 +473,12 @@ def db() -> None:
 @db_option
 @_one_line_errors
 def db_upgrade(config_path: str | None, db: str | None) -> None:
-    """Apply every migration the store lacks (every command also does this on start)."""
-    from sidewatch.store.db import open_store, revision, upgrade
+    """Apply every migration the store lacks (`serve` and `ingest` also do this on start;
+    `audit` and `report` never change the schema)."""
+    from sidewatch.store.db import Limits, open_store, revision, upgrade
 
     cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url, migrate=False)
+    engine = open_store(cfg.db_url, migrate=False, limits=Limits.of(cfg))
     try:
         before, _ = revision(engine)
         upgrade(engine)

@@ -40,6 +40,7 @@ from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import NDJSON_TYPES, gunzip
+from sidewatch.store.db import revision
 from sidewatch.store.repo import Store
 
 log = logging.getLogger("sidewatch.http")
@@ -61,6 +62,8 @@ class AppState:
     # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     selfwatch: SelfCounters = field(default_factory=SelfCounters)  # answers, report runs
+    # What else keeps this replica from being ready (a JetStream consumer cut off, say).
+    problems: Callable[[], list[str]] = list
 
 
 def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -176,7 +179,7 @@ async def post_events(request: Request) -> Response:
         return body
     source = f"http:{request.client.host if request.client else '?'}"
     try:
-        summary = await run_in_threadpool(ingest, app, source, body, media, encoding)
+        summary = await _finished(run_in_threadpool(ingest, app, source, body, media, encoding))
     except TooLarge as e:
         return _error(413, str(e))
     except StoreRefused as e:
@@ -203,6 +206,17 @@ async def post_events(request: Request) -> Response:
             "rejected": [{"line": r.line, "error": r.error} for r in summary.rejects],
         }
     )
+
+
+async def _finished(work: Awaitable[IngestSummary]) -> IngestSummary:
+    """The outcome of ingest work in a worker thread, even when this request is cancelled
+    (the server's shutdown bound): the thread runs on and may commit, so the answer is what it
+    did, never a 500 for a body that was stored."""
+    job = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        return await job
 
 
 def ingest(
@@ -330,10 +344,16 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
     problems = []
-    try:
-        await run_in_threadpool(_ping, app.store)
+    try:  # bounded: a store that does not answer is not ready, now
+        schema = await asyncio.wait_for(run_in_threadpool(_ping, app.store), READY_WAIT_S)
+    except TimeoutError:
+        problems.append(f"store did not answer within {READY_WAIT_S:g}s")
     except Exception as e:  # any failure to reach the store makes the daemon not ready
         problems.append(f"store unreachable: {type(e).__name__}")
+    else:
+        if schema is not None:
+            problems.append(schema)
+    problems.extend(app.problems())
     window = 3 * app.config.audit_interval_ms / 1000
     last = app.auditor.last_success or app.started
     auditing = app.lease_held()
@@ -344,15 +364,28 @@ async def readyz(request: Request) -> Response:
     return _json({"status": "ready", "auditLease": auditing})
 
 
-def _ping(store: Store) -> None:
-    with store.engine.connect() as conn:
-        conn.exec_driver_sql("SELECT 1")
+READY_WAIT_S = 2.0
+
+
+def _ping(store: Store) -> str | None:
+    """None when the store answers with its schema at the newest migration; else what is
+    wrong (a database recreated empty answers, but every write would fail)."""
+    current, head = revision(store.engine)
+    if current != head:
+        return f"store schema at revision {current or '(none)'}, not {head}"
+    return None
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own errors (no such route, wrong method) as JSON too, like every answer."""
     assert isinstance(exc, HTTPException)
     return _error(exc.status_code, str(exc.detail), exc.headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """An unforeseen error as JSON too (logged with its traceback, told as its class only)."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return _error(500, f"internal error ({type(exc).__name__})")
 
 
 def create_app(state: AppState, lifespan: Any = None) -> Starlette:
@@ -369,7 +402,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error},
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
         middleware=[
             Middleware(CountAnswers, counters=state.selfwatch, routes=routes),  # refusals too
             Middleware(SameOrigin, config=state.config),

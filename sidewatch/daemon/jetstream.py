@@ -27,6 +27,7 @@ from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 log = logging.getLogger("sidewatch.nats")
 
 FETCH_WAIT_S = 2.0  # one pull request's life: also how long a stop may wait for it
+CHECK_WAIT_S = 2.0  # after an empty fetch, how long the consumer's info may take to come
 STOP_WAIT_S = 15.0  # a stop waits this long for the running batch, then cancels it
 MAX_BACKOFF_S = 30.0
 
@@ -100,6 +101,11 @@ class JetStreamIngest:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.consuming = False  # bound to the consumer: a stop lets the batch finish
+        # The server answered this session's last fetch or consumer check: False while NATS
+        # is cut off, even before the client notices its connection is gone.
+        self.answering = False
+        self.pending: int | None = None  # the consumer's messages not yet delivered (lag)
+        self._backoff = 1.0
         self._reported = False  # a connection error was logged since the last (re)connect
         # What became of the messages this replica handled (every outcome from the start, so
         # the collector never sees the dict change size)
@@ -126,21 +132,25 @@ class JetStreamIngest:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
+    @property
+    def healthy(self) -> bool:
+        """Bound to the consumer, and the server answers."""
+        return self.consuming and self.answering
+
     async def _run(self) -> None:
-        backoff = 1.0
         while not self._stopping.is_set():
             try:
                 await self._session()
-                backoff = 1.0
+                self._backoff = 1.0
             except Exception as e:  # never fatal: NATS down, stream missing, consumer deleted
                 log.warning(
                     "JetStream ingest from %s paused: %s; retrying in %.0fs",
                     server_of(self.source.url),
                     e if isinstance(e, LookupError) else f"{type(e).__name__}: {e}",
-                    backoff,
+                    self._backoff,
                 )
-                await self._pause(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                await self._pause(self._backoff)
+                self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
 
     async def _session(self) -> None:
         src = self.source
@@ -199,18 +209,41 @@ class JetStreamIngest:
                 server,
                 src.durable,
             )
-            self.consuming = True
+            self.consuming = self.answering = True
             while not self._stopping.is_set():
                 try:
                     msgs = await sub.fetch(src.batch, timeout=FETCH_WAIT_S)
-                except nats.errors.TimeoutError:
-                    continue  # nothing new (or reconnecting: the client retries by itself)
+                except TimeoutError:  # nats' own, or asyncio's (nats-py raises either)
+                    # Nothing new, or a server that no longer answers: its consumer's info
+                    # tells them apart (and gives the lag).
+                    try:
+                        info = await asyncio.wait_for(sub.consumer_info(), CHECK_WAIT_S)
+                    except Exception as e:  # the client reconnects by itself
+                        if self.answering:
+                            log.warning(
+                                "JetStream on %s does not answer (%s); not consuming",
+                                server,
+                                type(e).__name__,
+                            )
+                        self.answering = False
+                        continue
+                    self.pending = info.num_pending
+                    self._healthy()
+                    continue
+                self._healthy()
+                self.pending = msgs[-1].metadata.num_pending if msgs else self.pending
                 await self._batch(msgs, created)
         finally:
-            self.consuming = False
+            self.consuming = self.answering = False
             closing = True
             with contextlib.suppress(Exception):
                 await nc.close()  # flushes the acks not yet written
+
+    def _healthy(self) -> None:
+        if not self.answering:
+            log.info("JetStream answers again: consuming")
+        self.answering = True
+        self._backoff = 1.0  # a pause after this healthy session starts short again
 
     async def _batch(self, msgs: list[Msg], created: datetime | None) -> None:
         src = self.source
@@ -259,8 +292,16 @@ class JetStreamCollector(Collector):
         yield messages
         consuming = GaugeMetricFamily(
             "sidewatch_jetstream_consuming",
-            "1 while this replica is bound to its durable consumer, 0 while NATS or the stream "
-            "is unavailable.",
+            "1 while this replica is bound to its durable consumer and the server answers, 0 "
+            "while NATS or the stream is unavailable or does not answer.",
         )
-        consuming.add_metric([], 1 if self.consumer.consuming else 0)
+        consuming.add_metric([], 1 if self.consumer.healthy else 0)
         yield consuming
+        if self.consumer.pending is not None:
+            pending = GaugeMetricFamily(
+                "sidewatch_jetstream_pending",
+                "Messages of the stream the durable consumer has not delivered yet (its lag), "
+                "as last reported to this replica.",
+            )
+            pending.add_metric([], self.consumer.pending)
+            yield pending

@@ -10,13 +10,16 @@ import asyncio
 import logging
 import os
 import resource
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -44,7 +47,7 @@ from sidewatch.errors import SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
-from sidewatch.store.db import failure, open_store
+from sidewatch.store.db import Limits, failure, open_store, require_head
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
 
@@ -177,9 +180,20 @@ class _BuildInfo(Collector):
 class Daemon:
     """The pieces of a running daemon, wired once; `app` is the ASGI application."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, migrate: bool = True) -> None:
         self.config = config
-        self.engine = open_store(config.db_url, busy_timeout_ms=config.store_busy_timeout_ms)
+        self.engine = open_store(
+            config.db_url,
+            migrate=migrate,
+            busy_timeout_ms=config.store_busy_timeout_ms,
+            limits=Limits.of(config),
+        )
+        if not migrate:
+            try:
+                require_head(self.engine)
+            except StoreError:
+                self.engine.dispose()
+                raise
         self.store = Store(self.engine)
         traces = from_environment(os.environ)
         self.tracer_provider = traces[1] if traces else None
@@ -187,9 +201,13 @@ class Daemon:
         # standby also claims every half interval, so it takes over within 1.75 intervals of
         # the holder's last renewal.
         self.lease = AuditLease(self.engine, ttl_ms=config.audit_interval_ms * 5 // 4)
+        self._claim_failed = False  # the last claim met a store outage
+        self._ticked_epoch: int | None = None  # the lease term of the snapshot's tick
         try:  # before the counters load: a replica that takes the lease now needs no reload
-            self.lease.claim()
+            if self.lease.claim():
+                log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
         except StoreError as e:
+            self._claim_failed = True
             log.warning("audit lease not claimed yet: %s", e)
         self.auditor = Auditor(
             self.store,
@@ -201,9 +219,10 @@ class Daemon:
         registry = CollectorRegistry()
         registry.register(
             SnapshotCollector(
-                lambda: self.auditor.snapshot if self.lease.held else None,
+                self._current_snapshot,
                 self.counters,
-                lambda: self.lease.held,
+                lambda: self.lease.verified,
+                skipped=lambda: self.auditor.skipped,
             )
         )
         registry.register(AlertPushCollector(lambda: self.alerts))
@@ -217,13 +236,17 @@ class Daemon:
             ref_protector(self.engine, config),
             self.counters,
             registry,
-            lease_held=lambda: self.lease.held,
+            lease_held=lambda: self.lease.verified,
         )
         self.jetstream = _jetstream(self.state)
         if self.jetstream is not None:
             from sidewatch.daemon.jetstream import JetStreamCollector  # noqa: PLC0415
 
             registry.register(JetStreamCollector(self.jetstream))
+            consumer = self.jetstream
+            self.state.problems = lambda: (
+                [] if consumer.healthy else ["JetStream consumer not consuming"]
+            )
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         paths = sorted({str(getattr(r, "path", "")) for r in self.app.routes})
         registry.register(SelfCollector(self.state.selfwatch, paths, config.audit_interval_ms))
@@ -242,6 +265,14 @@ class Daemon:
             else None
         )
 
+    def _current_snapshot(self) -> Any:
+        """The store-wide snapshot, only for the current, verified lease term and once that
+        term's first tick made it: never a stalled holder's, never the last term's."""
+        lease = self.lease
+        if lease.verified and self._ticked_epoch is not None and self._ticked_epoch == lease.epoch:
+            return self.auditor.snapshot
+        return None
+
     async def claim(self) -> None:
         """Renew or take the audit lease (every half interval). On taking it over, continue
         the counters from the store and audit at once."""
@@ -251,10 +282,12 @@ class Daemon:
         try:
             held = await run_in_threadpool(self.lease.claim)
         except StoreError as e:
+            self._claim_failed = True
             log.warning("audit lease not renewed: %s", e)
             return
+        self._claim_failed = False
         if held and self.lease.epoch != epoch:
-            log.info("took the audit lease (epoch %s): this replica audits", self.lease.epoch)
+            log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
             try:
                 await run_in_threadpool(self.auditor.reload)
             except StoreError as e:  # the next claim renews, the next tick retries
@@ -267,8 +300,14 @@ class Daemon:
     async def tick(self) -> None:
         """One audit tick in a worker thread, on the replica holding the lease; a store outage
         skips it (and /readyz says so)."""
-        if self._stopping or not self.lease.held:
-            return  # a standby, or launched by the scheduler as the daemon stopped
+        if self._stopping:
+            return  # launched by the scheduler as the daemon stopped
+        if not self.lease.held:
+            if self._claim_failed:  # not a standby: the store kept the lease from being checked
+                log.warning("audit tick skipped: the audit lease could not be checked")
+                self.auditor.skipped_tick()
+            return  # a standby
+        epoch = self.lease.epoch
         now = int(time.time() * 1000)
         try:
             report = await self._in_worker(self._audit, now)
@@ -282,6 +321,7 @@ class Daemon:
         except Exception:
             log.exception("audit tick failed")
             return
+        self._ticked_epoch = epoch
         if report.threads or report.errors:
             log.info(
                 "audit tick",
@@ -508,9 +548,58 @@ def connection_cap(config: Config, open_files: int) -> int:
     return config.max_connections
 
 
-def serve(config: Config, log_level: int = logging.INFO, access_log: bool = False) -> None:
+class BoundedServer(uvicorn.Server):
+    """uvicorn that also stops cleanly on SIGHUP (reloading is not supported: a restart
+    applies a new config), and exits within `bound_s` of the first signal whatever still
+    runs (a store that stopped answering holds worker threads)."""
+
+    def __init__(self, bound_s: float, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.bound_s = bound_s
+        self._bound: threading.Timer | None = None
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            with super().capture_signals():
+                yield
+            return
+        before = signal.signal(signal.SIGHUP, self.handle_exit)
+        try:
+            with super().capture_signals():
+                yield
+        finally:
+            signal.signal(signal.SIGHUP, before)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGHUP:
+            log.warning(
+                "SIGHUP: reloading the config is not supported; shutting down cleanly "
+                "(start again to apply a new config)"
+            )
+        super().handle_exit(sig, frame)
+        if sig == signal.SIGHUP:  # a clean exit, not death by the signal raised again after
+            self._captured_signals.remove(sig)
+        if self._bound is None:
+            self._bound = threading.Timer(self.bound_s, self._give_up)
+            self._bound.daemon = True
+            self._bound.start()
+
+    def _give_up(self) -> None:
+        log.error(
+            "shutdown took longer than %gs (server.shutdownTimeout): exiting now", self.bound_s
+        )
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(1)
+
+
+def serve(
+    config: Config, log_level: int = logging.INFO, access_log: bool = False, migrate: bool = True
+) -> None:
     """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS.
-    `access_log`: one JSON line per request (uvicorn's: client, method, path, status)."""
+    `access_log`: one JSON line per request (uvicorn's: client, method, path, status).
+    `migrate=False` refuses a store that is not at the newest migration."""
     check_listen(config)
     sock = bind(config.listen)  # a taken port is one line, before anything says "serving"
     setup_logging(log_level)
@@ -519,13 +608,16 @@ def serve(config: Config, log_level: int = logging.INFO, access_log: bool = Fals
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
     cap = connection_cap(config, raise_open_files())
-    daemon = Daemon(config)
-    server = uvicorn.Server(
+    daemon = Daemon(config, migrate)
+    server = BoundedServer(
+        config.shutdown_timeout_ms / 1000,
         uvicorn.Config(
             daemon.app,
             log_config=None,
             access_log=access_log,
-            timeout_graceful_shutdown=30,
+            # Half the bound for requests to drain; the rest for the last tick, the JetStream
+            # batch and the lease release.
+            timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_ms / 2000)),
             lifespan="on",
             http=head_deadline(config.request_timeout_ms / 1000, cap),
             # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: only a
@@ -534,6 +626,6 @@ def serve(config: Config, log_level: int = logging.INFO, access_log: bool = Fals
             forwarded_allow_ips=list(config.trusted_proxies),
             ssl_certfile=config.tls_cert_file,
             ssl_keyfile=config.tls_key_file,
-        )
+        ),
     )
     server.run(sockets=[sock])

@@ -82,10 +82,14 @@ class SnapshotCollector(Collector):
         snapshot: Callable[[], Snapshot | None],
         ingest: IngestCounters,
         lease_held: Callable[[], bool] = lambda: True,
+        skipped: Callable[[], int] | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._ingest = ingest
         self._lease_held = lease_held
+        # This replica's skipped ticks, exported whether or not it holds the lease now (an
+        # outage skips ticks and loses the lease together); None: the snapshot's count.
+        self._skipped = skipped
 
     def collect(self) -> Iterator[Metric]:
         lease = GaugeMetricFamily(
@@ -95,6 +99,8 @@ class SnapshotCollector(Collector):
         )
         lease.add_metric([], 1 if self._lease_held() else 0)
         yield lease
+        if self._skipped is not None:
+            yield self._skipped_family(self._skipped())
         s = self._snapshot()
         if s is None:
             return
@@ -211,11 +217,16 @@ class SnapshotCollector(Collector):
         )
         errors.add_metric([], s.audit_errors)
         yield errors
+        if self._skipped is None:
+            yield self._skipped_family(s.audit_skipped)
+
+    @staticmethod
+    def _skipped_family(n: int) -> Metric:
         skipped = CounterMetricFamily(
             "sidewatch_audit_skipped", "Audit ticks skipped because the store was unavailable."
         )
-        skipped.add_metric([], s.audit_skipped)
-        yield skipped
+        skipped.add_metric([], n)
+        return skipped
 
 
 class AlertPushCollector(Collector):

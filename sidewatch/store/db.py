@@ -4,9 +4,14 @@ telling a store error safely, as an outage or as a refusal of what was written."
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +19,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -27,23 +31,71 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from sidewatch import __version__
 from sidewatch.errors import StoreError, StoreRefused
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
+log = logging.getLogger("sidewatch.store")
 
 
-def open_store(url: str, migrate: bool = True, busy_timeout_ms: int = 10_000) -> Engine:
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How long the store may take before its work fails as an outage (503), and how many
+    connections a process holds. The timeouts and the pool apply to PostgreSQL."""
+
+    connect_timeout_ms: int = 5_000  # a new connection (libpq's connect_timeout, >= 2 s)
+    # One statement on the server (SET LOCAL statement_timeout in each transaction); the
+    # client gives up on a statement (or a commit) that has not answered this long after
+    # it, plus `STALL_GRACE_S`, by closing its connection: a frozen network or server.
+    statement_timeout_ms: int = 15_000
+    pool_size: int = 10  # connections kept open
+    max_overflow: int = 10  # more, opened under load and closed when returned
+    pool_timeout_ms: int = 5_000  # how long a request waits for a free connection
+    # psycopg prepares a statement on the server after this many runs; None never does
+    # (needed behind PgBouncer in transaction mode, where a client's next transaction may
+    # run on another server connection).
+    prepare_threshold: int | None = 5
+
+    @classmethod
+    def of(cls, config: Any) -> Limits:
+        """The limits a sidewatch.config.Config sets."""
+        return cls(
+            connect_timeout_ms=config.store_connect_timeout_ms,
+            statement_timeout_ms=config.store_statement_timeout_ms,
+            pool_size=config.store_pool_size,
+            pool_timeout_ms=config.store_pool_timeout_ms,
+            prepare_threshold=config.store_prepare_threshold,
+        )
+
+
+STALL_GRACE_S = 2.0
+
+
+def open_store(
+    url: str, migrate: bool = True, busy_timeout_ms: int = 10_000, limits: Limits | None = None
+) -> Engine:
     """An engine on `url` with the schema at the newest migration (applied when missing).
-    SQLite waits up to `busy_timeout_ms` for another writer's lock, then fails (503)."""
+    SQLite waits up to `busy_timeout_ms` for another writer's lock, then fails (503).
+    `prepare_threshold` in a PostgreSQL URL's query (a number, or `None`) wins over
+    `limits.prepare_threshold`."""
+    limits = limits or Limits()
     try:
+        parsed = make_url(url)
+        kwargs: dict[str, Any] = {}
+        if parsed.get_backend_name() == "postgresql":
+            parsed, kwargs = _pg_args(parsed, limits)
         # pre_ping: a connection the server dropped (restart, failover) is replaced, not used.
         # hide_parameters: an error's text never holds the values of a unit.
-        engine = create_engine(url, future=True, pool_pre_ping=True, hide_parameters=True)
-    except (ArgumentError, ImportError) as e:
+        engine = create_engine(
+            parsed, future=True, pool_pre_ping=True, hide_parameters=True, **kwargs
+        )
+    except (ArgumentError, ImportError, ValueError) as e:
         raise StoreError(f"store URL {_safe(url)!r} is not usable: {_hint(url, e)}") from e
     if engine.dialect.name == "sqlite":
         _create_private(engine)
         _sqlite_pragmas(engine, busy_timeout_ms)
+    elif engine.dialect.name == "postgresql":
+        _pg_deadlines(engine, limits)
     if migrate:
         try:
             upgrade(engine)
@@ -85,26 +137,219 @@ def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
         cur.close()
 
 
+def _pg_args(url: Any, limits: Limits) -> tuple[Any, dict[str, Any]]:
+    """The URL without `prepare_threshold` (psycopg wants it as a number or None, and the URL
+    gives a string), and the engine's pool and connection arguments."""
+    query = dict(url.query)
+    threshold = limits.prepare_threshold
+    if "prepare_threshold" in query:
+        raw = query.pop("prepare_threshold")
+        raw = raw[-1] if isinstance(raw, tuple) else raw
+        if raw.strip().lower() in ("none", "null", ""):
+            threshold = None
+        else:
+            try:
+                threshold = int(raw)
+            except ValueError:
+                raise ValueError(
+                    f"prepare_threshold={raw!r}: must be a number of runs, or None to never "
+                    "prepare statements on the server"
+                ) from None
+    connect: dict[str, Any] = {"prepare_threshold": threshold}
+    if "connect_timeout" not in query:
+        connect["connect_timeout"] = max(2, round(limits.connect_timeout_ms / 1000))
+    return url.set(query=query), {
+        "connect_args": connect,
+        "pool_size": limits.pool_size,
+        "max_overflow": limits.max_overflow,
+        "pool_timeout": limits.pool_timeout_ms / 1000,
+    }
+
+
+_UNBOUNDED = threading.local()  # this thread's store work has no client-side deadline
+
+
+@contextmanager
+def unbounded() -> Iterator[None]:
+    """Store work in this thread without the client-side deadline: a migration, whose DDL
+    may rightly take minutes (or wait for another process's)."""
+    _UNBOUNDED.on = True
+    try:
+        yield
+    finally:
+        _UNBOUNDED.on = False
+
+
+class _Stalls:
+    """The client's side of the statement timeout: a statement, commit or ping whose answer
+    has not come by its deadline (a frozen network or server, where the server's own timeout
+    never answers either) gets its connection's socket shut down, so that the waiting thread
+    fails at once with a connection error (an outage: 503) and the connection is replaced."""
+
+    def __init__(self) -> None:
+        self._armed: dict[int, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, dbapi_conn: Any, seconds: float) -> None:
+        if getattr(_UNBOUNDED, "on", False):
+            return
+        with self._lock:
+            self._armed[id(dbapi_conn)] = (time.monotonic() + seconds, dbapi_conn)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="sidewatch-store-stalls", daemon=True
+                )
+                self._thread.start()
+
+    def disarm(self, dbapi_conn: Any) -> None:
+        with self._lock:
+            self._armed.pop(id(dbapi_conn), None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            with self._lock:
+                late = [c for at, c in self._armed.values() if at <= now]
+                for c in late:
+                    self._armed.pop(id(c), None)
+            for c in late:
+                log.warning("the store did not answer in time: closing its connection")
+                _shut(c)
+
+
+def _shut(dbapi_conn: Any) -> None:
+    """Shut the socket of a psycopg connection down under the thread blocked on it."""
+    with contextlib.suppress(Exception):
+        fd = dbapi_conn.pgconn.socket
+        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+def _pg_deadlines(engine: Engine, limits: Limits) -> None:
+    """statement_timeout in every transaction (SET LOCAL: right behind PgBouncer in
+    transaction mode too, where a session's SET would stay on one server connection), and
+    the client's deadline on each statement, commit and ping."""
+    stalls = _Stalls()
+    statement_ms = int(limits.statement_timeout_ms)
+    statement_s = statement_ms / 1000 + STALL_GRACE_S
+    ping_s = max(2, round(limits.connect_timeout_ms / 1000)) + STALL_GRACE_S
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        dbapi = conn.connection.dbapi_connection
+        stalls.arm(dbapi, statement_s)
+        dbapi.execute(f"SET LOCAL statement_timeout = {statement_ms}")
+        stalls.disarm(dbapi)
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _before(conn: Any, *_: Any) -> None:
+        stalls.arm(conn.connection.dbapi_connection, statement_s)
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _after(conn: Any, *_: Any) -> None:
+        stalls.disarm(conn.connection.dbapi_connection)
+
+    @event.listens_for(engine, "handle_error")
+    def _failed(ctx: Any) -> None:
+        conn = ctx.connection
+        if conn is not None and not conn.invalidated:
+            stalls.disarm(conn.connection.dbapi_connection)
+
+    @event.listens_for(engine.pool, "checkin")
+    def _checkin(dbapi: Any, _record: Any) -> None:
+        if dbapi is not None:
+            stalls.disarm(dbapi)
+
+    @event.listens_for(engine.pool, "checkout")
+    def _checkout(dbapi: Any, *_: Any) -> None:
+        stalls.disarm(dbapi)
+
+    # A ping (pool_pre_ping), a commit and a rollback are the driver's own calls, no
+    # statements of SQLAlchemy's: their deadline wraps the dialect's methods.
+    dialect: Any = engine.dialect
+    for name, seconds in (
+        ("do_ping", ping_s),
+        ("do_commit", statement_s),
+        ("do_rollback", statement_s),
+    ):
+        setattr(dialect, name, _deadline(getattr(dialect, name), stalls, seconds))
+
+
+def _deadline(call: Any, stalls: _Stalls, seconds: float) -> Any:
+    def bounded(dbapi: Any) -> Any:
+        stalls.arm(dbapi, seconds)
+        try:
+            return call(dbapi)
+        finally:
+            stalls.disarm(dbapi)
+
+    return bounded
+
+
 def _alembic_config() -> AlembicConfig:
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     return cfg
 
 
+# One key per schema: two processes upgrading the same store take turns (the second finds
+# the schema at head). Transaction-scoped, so right behind PgBouncer in transaction mode.
+_MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sidewatch/migrate'))"
+
+
 def upgrade(engine: Engine) -> None:
-    """Bring the schema to the newest migration; a no-op (one query) when it already is."""
+    """Bring the schema to the newest migration; a no-op (one query) when it already is.
+    Refuses a store at a revision this sidewatch does not know (a newer release's)."""
     cfg = _alembic_config()
-    head = ScriptDirectory.from_config(cfg).get_current_head()
+    script = ScriptDirectory.from_config(cfg)
+    head = script.get_current_head()
     try:
         with engine.begin() as conn:
-            if MigrationContext.configure(conn).get_current_revision() == head:
+            current = MigrationContext.configure(conn).get_current_revision()
+            if current == head:
                 return
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            with unbounded():  # DDL takes its time
+                if engine.dialect.name == "postgresql":
+                    conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+                    conn.exec_driver_sql(_MIGRATION_LOCK)
+                    current = MigrationContext.configure(conn).get_current_revision()
+                    if current == head:  # another process upgraded it while this one waited
+                        return
+                _known(engine, script, current, head)
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
     except OperationalError as e:
         raise store_error(f"store {_safe(str(engine.url))} is unavailable", e) from None
     except SQLAlchemyError as e:
         raise store_error(f"store {_safe(str(engine.url))}: migration failed", e) from None
+
+
+def _known(engine: Engine, script: ScriptDirectory, current: str | None, head: str | None) -> None:
+    if current is not None and current not in {r.revision for r in script.walk_revisions()}:
+        raise StoreError(
+            f"store {_safe(str(engine.url))} has schema revision {current}, which this "
+            f"sidewatch {__version__} does not know (it knows up to {head}): a newer release "
+            "migrated it; run that release"
+        )
+
+
+def require_head(engine: Engine) -> None:
+    """Refuses a store whose schema is not at the newest migration, without changing it: for
+    read-only commands, and for `serve --no-migrate`."""
+    current, head = revision(engine)
+    if current == head:
+        return
+    _known(engine, ScriptDirectory.from_config(_alembic_config()), current, head)
+    raise StoreError(
+        f"store {_safe(str(engine.url))} has schema revision {current or '(none)'}, behind "
+        f"this sidewatch's {head}: run `sidewatch db upgrade` first (this command never "
+        "changes the schema)"
+    )
 
 
 def revision(engine: Engine) -> tuple[str | None, str | None]:

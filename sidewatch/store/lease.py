@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import time
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -69,14 +70,18 @@ class AuditLease:
         self.holder = holder or replica_id()
         self.epoch: int | None = None  # the epoch of our hold, if we hold it
         self.held = False
+        self._valid_until = 0.0  # monotonic: the hold's expiry, seen from before its claim
 
     def claim(self) -> bool:
         """Renew the lease, or take it when it is free or expired. Returns whether this
         replica holds it now; raises StoreError when the store is unavailable (the lease is
         then not held, as far as this replica can tell)."""
+        started = time.monotonic()
         try:
             with self.engine.begin() as conn:
                 self.held = self._claim(conn)
+            if self.held:
+                self._valid_until = started + self.ttl_ms / 1000
         except OperationalError as e:
             self.held = False
             raise store_error("store unavailable, the audit lease was not renewed", e) from None
@@ -84,6 +89,14 @@ class AuditLease:
             self.held = False
             raise store_error("claiming the audit lease failed", e) from None
         return self.held
+
+    @property
+    def verified(self) -> bool:
+        """Held, and the hold has not expired since its last renewal: a replica that was
+        paused (SIGSTOP, a long GC, a frozen VM) past its lease says no at once, before its
+        next claim finds another replica holding it. The monotonic clock runs on while a
+        process is stopped."""
+        return self.held and time.monotonic() < self._valid_until
 
     def _claim(self, conn: Connection) -> bool:
         if conn.dialect.name == "postgresql" and not conn.exec_driver_sql(_TRY_LOCK).scalar():
