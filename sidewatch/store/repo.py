@@ -22,6 +22,8 @@ from sidewatch.core.facts import (
     InterruptFact,
     LegacyResumeFact,
     RunFact,
+    ServiceBeatFact,
+    ServiceBindFact,
     SignalFact,
     ThreadFacts,
     ToolCallFact,
@@ -45,6 +47,7 @@ from sidewatch.store.models import (
     Unit,
     table_of,
 )
+from sidewatch.store.services import write_beats, write_bindings
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
 
@@ -87,12 +90,21 @@ class UnitWriter:
         skipped: int,
     ) -> None:
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
+        beats: list[ServiceBeatFact] = []
+        bindings: list[ServiceBindFact] = []
         try:
             for fact in facts:
-                rows[type(fact)].append(_ROW[type(fact)](fact))
+                if isinstance(fact, ServiceBeatFact):
+                    beats.append(fact)
+                elif isinstance(fact, ServiceBindFact):
+                    bindings.append(fact)
+                else:
+                    rows[type(fact)].append(_ROW[type(fact)](fact))
             for kind, batch in rows.items():
                 # Straight to the driver's executemany: the hot path of ingest.
                 self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch)
+            write_bindings(self.conn, bindings)
+            write_beats(self.conn, beats)
             self._mark_dirty(facts)
         except (OverflowError, UnicodeError) as e:
             # The driver's own refusal, before the database: an integer over 64 bits (SQLite),
