@@ -37,9 +37,7 @@ async def main(port: int, url: str, service: str, store: str) -> None:
     app = FastAPI()
     agent = LangGraphAgent(name="demo", graph=build_graph(one_call_script(), checkpointer=saver))
     add_langgraph_fastapi_endpoint(app, agent, "/agent")
-    app.add_middleware(
-        TapMiddleware, url=url, service=service, heartbeat_seconds=BEAT_SECONDS
-    )
+    app.add_middleware(TapMiddleware, url=url, service=service, heartbeat_seconds=BEAT_SECONDS)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     await uvicorn.Server(config).serve()
 

@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from sqlalchemy import create_engine, text
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
+from sqlalchemy import create_engine, text
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
