@@ -141,6 +141,34 @@ class HeartbeatFact:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceBeatFact:
+    """A service instance is alive (`sidewatch.heartbeat` of the service form). Stored as the
+    latest beat per instance; the store expands it into `HeartbeatFact`s of the threads bound
+    to it, so the core never sees one."""
+
+    service: str
+    instance: str
+    durable: bool
+    at: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceBindFact:
+    """The waits of a thread (of `run_id`, or all) are held by a service instance: kept alive by
+    any beat of the service when `durable`, else only by the instance's own."""
+
+    thread_id: str
+    service: str
+    instance: str
+    durable: bool
+    at: int
+    seq: int
+    run_id: str | None = None
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FindingFact:
     """A protocol finding noticed at ingest (e.g. an `expiresAt` that does not parse)."""
 
@@ -162,6 +190,8 @@ Fact = (
     | SignalFact
     | HeartbeatFact
     | FindingFact
+    | ServiceBeatFact
+    | ServiceBindFact
 )
 
 

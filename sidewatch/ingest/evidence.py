@@ -8,7 +8,13 @@ from typing import Any
 
 import orjson
 
-from sidewatch.core.facts import HeartbeatFact, SignalFact, SignalKind
+from sidewatch.core.facts import (
+    HeartbeatFact,
+    ServiceBeatFact,
+    ServiceBindFact,
+    SignalFact,
+    SignalKind,
+)
 from sidewatch.core.model import Code
 from sidewatch.ingest.bounds import DIGEST_MAX, ID_MAX, REQUEST_ID_MAX, id_problem
 
@@ -37,11 +43,13 @@ def read_evidence(
     seq: int,
     timed: bool,
     protect_ref: Callable[[str], str],
-) -> SignalFact | HeartbeatFact:
+) -> SignalFact | HeartbeatFact | ServiceBeatFact | ServiceBindFact:
     """The fact of one evidence event. `timed`: the event carried its own timestamp, so a
     re-delivery is recognised by it; without one, by its content (heartbeats: never)."""
     if not isinstance(value, dict):
         raise EvidenceError("invalid_field", "value must be an object")
+    if name == "sidewatch.heartbeat" and ("service" in value or "instance" in value):
+        return _service_heartbeat(value, at, seq, timed)
     if name == "sidewatch.heartbeat":
         thread = _str(value, "threadId", required=True)
         assert thread is not None
@@ -107,6 +115,37 @@ def read_evidence(
         acknowledged=acknowledged,
         code=code,
         digest=digest if kind in (SignalKind.DECISION, SignalKind.ACTION) else None,
+        key=key,
+    )
+
+
+def _service_heartbeat(
+    value: dict[str, Any], at: int, seq: int, timed: bool
+) -> ServiceBeatFact | ServiceBindFact:
+    """The service form: `{service, instance, durable}` says the instance is alive; with a
+    `threadId` (and `runId`), that the thread's waits are held by it."""
+    service = _str(value, "service", required=True)
+    instance = _str(value, "instance", required=True)
+    assert service is not None and instance is not None
+    durable = _bool(value, "durable", required=True)
+    if "resumeHandle" in value:
+        raise EvidenceError("invalid_field", "resumeHandle: not with service (durable says it)")
+    thread = _str(value, "threadId")
+    if thread is None:
+        if "runId" in value:
+            raise EvidenceError("invalid_field", "runId: needs threadId")
+        return ServiceBeatFact(service=service, instance=instance, durable=durable, at=at, seq=seq)
+    run = _str(value, "runId")
+    parts = ("bind", thread, run, service, instance, durable)
+    key = _key(*parts, at) if timed else _key(*parts)
+    return ServiceBindFact(
+        thread_id=thread,
+        run_id=run,
+        service=service,
+        instance=instance,
+        durable=durable,
+        at=at,
+        seq=seq,
         key=key,
     )
 

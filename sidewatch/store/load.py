@@ -30,6 +30,7 @@ from sidewatch.core.facts import (
 from sidewatch.core.model import Code
 from sidewatch.store.auditstate import key_lookups
 from sidewatch.store.models import DirtyThread, InterruptRow, WaitState, table_of
+from sidewatch.store.services import expand
 
 CHUNK = 500  # ids per IN (...) list
 T = TypeVar("T")
@@ -144,6 +145,9 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     legacy = _by_thread(_read(conn, _LEGACY, where, where_ids))
     found = _by_thread(_read(conn, _FINDING, where, where_ids))
     beats = _by_thread(_read(conn, _HEARTBEAT, where, where_ids))
+    for thread, expanded in expand(conn, where_ids if thread_ids is not None else None).items():
+        if thread in interrupts:  # a service's beats, as the bound thread's own heartbeats
+            beats[thread] = [*beats.get(thread, ()), *expanded]
     return [
         ThreadFacts(
             thread_id=thread,

@@ -176,6 +176,50 @@ class HeartbeatRow(SQLModel, table=True):
     seq: int = Field(sa_type=Ms)
 
 
+class ServiceHeartbeatRow(SQLModel, table=True):
+    """The latest beat of each service instance (`sidewatch.heartbeat` of the service form),
+    upserted: one row an instance, never one a beat. `first_*`: its first beat seen."""
+
+    __tablename__ = "service_heartbeat"
+    service: str = Field(primary_key=True, max_length=256)
+    instance: str = Field(primary_key=True, max_length=256)
+    durable: bool
+    first_at: int = Field(sa_type=Ms)
+    first_seq: int = Field(sa_type=Ms)
+    last_at: int = Field(sa_type=Ms)
+    last_seq: int = Field(sa_type=Ms)
+
+
+class ServiceChangeRow(SQLModel, table=True):
+    """Each change of a service instance: when it was first seen, or first said `durable`
+    otherwise than before."""
+
+    __tablename__ = "service_heartbeat_change"
+    __table_args__ = (UniqueConstraint("service", "instance", "durable", name="uq_service_change"),)
+    id: int | None = Field(default=None, primary_key=True)
+    service: str = Field(max_length=256)
+    instance: str = Field(max_length=256)
+    durable: bool
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
+class ServiceBindingRow(SQLModel, table=True):
+    """A thread's waits (of `run_id`, or all) are held by a service instance."""
+
+    __tablename__ = "service_binding"
+    __table_args__ = (Index("ix_service_binding_service", "service", "instance"),)
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=64, unique=True)
+    thread_id: str = Field(max_length=256, index=True)
+    run_id: str | None = Field(default=None, max_length=256)
+    service: str = Field(max_length=256)
+    instance: str = Field(max_length=256)
+    durable: bool
+    at: int = Field(sa_type=Ms)
+    seq: int = Field(sa_type=Ms)
+
+
 class FindingRow(SQLModel, table=True):
     __tablename__ = "finding"
     id: int | None = Field(default=None, primary_key=True)

@@ -22,6 +22,8 @@ from sidewatch.core.facts import (
     InterruptFact,
     LegacyResumeFact,
     RunFact,
+    ServiceBeatFact,
+    ServiceBindFact,
     SignalFact,
     ThreadFacts,
     ToolCallFact,
@@ -45,6 +47,7 @@ from sidewatch.store.models import (
     Unit,
     table_of,
 )
+from sidewatch.store.services import write_beats, write_bindings
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
 
@@ -94,12 +97,24 @@ class UnitWriter:
         unit delivered again): its lines are then counted as kind `redelivered`, not as new."""
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
         inserted = 0
+        beats: list[ServiceBeatFact] = []
+        bindings: list[ServiceBindFact] = []
         try:
             for fact in facts:
-                rows[type(fact)].append(_ROW[type(fact)](fact))
+                if isinstance(fact, ServiceBeatFact):
+                    beats.append(fact)
+                elif isinstance(fact, ServiceBindFact):
+                    bindings.append(fact)
+                else:
+                    rows[type(fact)].append(_ROW[type(fact)](fact))
             for kind, batch in rows.items():
                 # Straight to the driver's executemany: the hot path of ingest.
                 inserted += self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch).rowcount
+            write_bindings(self.conn, bindings)
+            write_beats(self.conn, beats)
+            # A service's beat is news whenever it comes (its latest beat is upserted), so a
+            # unit holding one is never a re-delivery.
+            inserted += len(beats)
             self._mark_dirty(facts)
         except (OverflowError, UnicodeError) as e:
             # The driver's own refusal, before the database: an integer over 64 bits (SQLite),

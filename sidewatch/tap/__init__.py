@@ -20,6 +20,14 @@ were handed to the server (its `send` returned) with the client still there, a
 thread, for chat-style approval); when the client had left (`http.disconnect`) or the send
 raised, a failed one. A deployment that routes approvals elsewhere passes `delivery=False` and
 reports its own routes (`sidewatch.tap.evidence`).
+
+And it reports liveness (`heartbeat=True`, the default; `sidewatch.tap.live`): one
+`sidewatch.heartbeat` for the service instance every `heartbeat_seconds` while the process runs,
+(from the app's startup, or the first wait it raised), and a binding of each wait it raised to
+the instance, with whether the interrupted run survives
+the process (`durable`: found from the LangGraph checkpointer or ADK session service the app
+serves, or declared; a declaration wins). `service` names the service (default: the
+`SIDEWATCH_SERVICE` environment variable, else "agent"): replicas share it.
 """
 
 from __future__ import annotations
@@ -32,11 +40,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mutabl
 from typing import Any
 
 from sidewatch.tap.evidence import Evidence, evidence_line
+from sidewatch.tap.live import HEARTBEAT_SECONDS, Liveness, durable_of
 from sidewatch.tap.reduce import skipped_by_head
 from sidewatch.tap.sender import Tap
 from sidewatch.tap.sse import Framer
 
-__all__ = ["Evidence", "Tap", "TapMiddleware", "tap_events"]
+__all__ = ["Evidence", "Liveness", "Tap", "TapMiddleware", "durable_of", "tap_events"]
 
 log = logging.getLogger("sidewatch.tap")
 
@@ -70,6 +79,11 @@ class TapMiddleware:
         max_event_bytes: int = MAX_EVENT_BYTES,
         delivery: bool = True,
         approver_ref: str = THREAD_APPROVER,
+        heartbeat: bool = True,
+        service: str | None = None,
+        durable: bool | None = None,
+        agent: Any = None,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
     ) -> None:
         if tap is None and url is None:
             raise ValueError("TapMiddleware needs the sidewatch url (or a Tap)")
@@ -82,8 +96,15 @@ class TapMiddleware:
         self.delivery = delivery
         self.approver_ref = approver_ref
         self.disconnects = 0  # POSTs whose client left before their response ended
+        if durable is None and agent is not None:
+            durable = durable_of(agent)
+        self.liveness = (
+            Liveness(self.tap, service, durable, heartbeat_seconds) if heartbeat else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.liveness is not None:
+            self.liveness.discover(scope.get("app") or self.app)
         if scope.get("type") == "lifespan":
             await self.app(scope, self._on_shutdown(receive), send)
             return
@@ -109,7 +130,7 @@ class TapMiddleware:
 
         async def tee(message: Message) -> None:
             nonlocal mirror
-            shown: list[tuple[str, str]] = []  # interrupts first carried by this message
+            shown: list[tuple[str, str, str | None]] = []  # interrupts first carried by it
             try:
                 if message.get("type") == "http.response.start":
                     mirror = self._mirror(scope, message, body if complete else None)
@@ -159,11 +180,16 @@ class TapMiddleware:
                 break
         return b"".join(chunks), held, complete
 
-    def _delivered(self, interrupts: list[tuple[str, str]], delivered: bool) -> None:
-        """Report the route of each interrupt: delivered on the stream, or not."""
+    def _delivered(self, interrupts: list[tuple[str, str, str | None]], delivered: bool) -> None:
+        """Report the route of each interrupt (delivered on the stream, or not), and bind its
+        wait to this instance."""
+        if self.liveness is not None and interrupts:
+            for thread, run in dict.fromkeys((t, r) for t, _, r in interrupts):
+                self.liveness.bind(thread, run)
+            self.liveness.start()
         if not self.delivery:
             return
-        for thread, interrupt_id in interrupts:
+        for thread, interrupt_id, _ in interrupts:
             value: dict[str, Any] = {
                 "threadId": thread,
                 "interruptId": interrupt_id,
@@ -212,7 +238,11 @@ class TapMiddleware:
 
         async def wrapped() -> Message:
             message = await receive()
+            if message.get("type") == "lifespan.startup" and self.liveness is not None:
+                self.liveness.start()  # a restarted process keeps its service's durable waits
             if message.get("type") == "lifespan.shutdown":
+                if self.liveness is not None:
+                    self.liveness.stop()
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(self.tap.close)
             return message
@@ -271,7 +301,7 @@ class _Client:
 
 class _StreamMirror:
     """Cuts a streamed response into events for the tap; never parses one it would not send.
-    Returns the interrupts each chunk announces for the first time: (threadId, interruptId)
+    Returns the interrupts each chunk announces for the first time: (threadId, interruptId, runId)
     from a `RUN_FINISHED` outcome, a legacy `on_interrupt` that carries its id (one without is
     left alone: its id is only derived by ingest, from the run's end), or the end of an ADK
     confirmation call (its id is the wait's)."""
@@ -283,17 +313,17 @@ class _StreamMirror:
         self.interrupts: set[tuple[str, str]] = set()
         self.confirmations: set[str] = set()  # ADK confirmation calls started, by id
 
-    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+    def feed(self, chunk: bytes) -> list[tuple[str, str, str | None]]:
         return self._events(self.framer.feed(chunk))
 
-    def close(self) -> list[tuple[str, str]]:
+    def close(self) -> list[tuple[str, str, str | None]]:
         try:
             return self._events(self.framer.close())
         except Exception:
             return []
 
-    def _events(self, items: list[tuple[int, bytes]]) -> list[tuple[str, str]]:
-        shown: list[tuple[str, str]] = []
+    def _events(self, items: list[tuple[int, bytes]]) -> list[tuple[str, str, str | None]]:
+        shown: list[tuple[str, str, str | None]] = []
         for _, data in items:
             if skipped_by_head(data):
                 continue
@@ -309,7 +339,7 @@ class _StreamMirror:
                 shown.extend(self._interrupts(event))
         return shown
 
-    def _interrupts(self, event: dict[str, Any]) -> list[tuple[str, str]]:
+    def _interrupts(self, event: dict[str, Any]) -> list[tuple[str, str, str | None]]:
         thread, kind = event.get("threadId", self.thread), event.get("type")
         call = event.get("toolCallId")
         ids: list[Any] = []
@@ -326,14 +356,16 @@ class _StreamMirror:
             self.confirmations.add(call)
         elif kind == "TOOL_CALL_END" and call in self.confirmations:
             ids = [call]
-        shown: list[tuple[str, str]] = []
+        shown: list[tuple[str, str, str | None]] = []
+        run = event.get("runId", self.run)
+        run = run if isinstance(run, str) else None
         if not isinstance(thread, str):
             return shown
         for interrupt_id in ids:
             key = (thread, interrupt_id)
             if isinstance(interrupt_id, str) and interrupt_id and key not in self.interrupts:
                 self.interrupts.add((thread, interrupt_id))
-                shown.append((thread, interrupt_id))
+                shown.append((thread, interrupt_id, run))
         return shown
 
 

@@ -302,6 +302,24 @@ ID_FIELDS: dict[str, tuple[Callable[[str], dict[str, Any]], int]] = {
     "receipt requestId": (lambda v: _signal("receipt", requestId=v), REQUEST_ID_MAX),
     "heartbeat threadId": (lambda v: _signal("heartbeat", threadId=v), ID_MAX),
     "heartbeat runId": (lambda v: _signal("heartbeat", threadId="t1", runId=v), ID_MAX),
+    "heartbeat service": (
+        lambda v: _signal("heartbeat", service=v, instance="i", durable=True),
+        ID_MAX,
+    ),
+    "heartbeat instance": (
+        lambda v: _signal("heartbeat", service="s", instance=v, durable=False),
+        ID_MAX,
+    ),
+    "heartbeat binding threadId": (
+        lambda v: _signal("heartbeat", threadId=v, service="s", instance="i", durable=True),
+        ID_MAX,
+    ),
+    "heartbeat binding runId": (
+        lambda v: _signal(
+            "heartbeat", threadId="t1", runId=v, service="s", instance="i", durable=True
+        ),
+        ID_MAX,
+    ),
 }
 BAD_CHARACTERS = {
     "NUL": "n\x00",

@@ -20,6 +20,8 @@ from sidewatch.core.facts import (
     InterruptFact,
     RunFact,
     RunMark,
+    ServiceBeatFact,
+    ServiceBindFact,
     SignalFact,
     SignalKind,
     ThreadFacts,
@@ -791,6 +793,27 @@ def test_a_heartbeat_may_name_its_run() -> None:
     assert expected == [h.run_id for h in of(HeartbeatFact, result)]
 
 
+def test_a_service_heartbeat_is_one_fact_of_the_instance_and_a_binding_names_the_thread() -> None:
+    beat = {"service": "billing", "instance": "pod-1", "durable": True}
+    result = interpret(
+        custom("sidewatch.heartbeat", beat, BASE),
+        custom("sidewatch.heartbeat", {**beat, "threadId": "t1", "runId": "r1"}, BASE + 1),
+    )
+
+    assert [
+        ServiceBeatFact(service="billing", instance="pod-1", durable=True, at=BASE, seq=1),
+        ServiceBindFact(
+            thread_id="t1",
+            run_id="r1",
+            service="billing",
+            instance="pod-1",
+            durable=True,
+            at=BASE + 1,
+            seq=2,
+        ),
+    ] == [f if isinstance(f, ServiceBeatFact) else unkeyed(f) for f in result.facts]
+
+
 def test_a_timed_evidence_event_delivered_twice_has_one_natural_key() -> None:
     line = custom("sidewatch.route", {**REF, "approverRef": "role:ops", "delivered": True}, BASE)
 
@@ -833,6 +856,48 @@ def test_a_timed_evidence_event_delivered_twice_has_one_natural_key() -> None:
             id="handle-not-string",
         ),
         pytest.param("sidewatch.unheard_of", dict(REF), "unknown_evidence", id="unknown-name"),
+        pytest.param(
+            "sidewatch.heartbeat",
+            {"service": "s", "durable": True},
+            "invalid_field",
+            id="service-no-instance",
+        ),
+        pytest.param(
+            "sidewatch.heartbeat",
+            {"instance": "i", "durable": True},
+            "invalid_field",
+            id="instance-no-service",
+        ),
+        pytest.param(
+            "sidewatch.heartbeat",
+            {"service": "s", "instance": "i"},
+            "invalid_field",
+            id="service-no-durable",
+        ),
+        pytest.param(
+            "sidewatch.heartbeat",
+            {"service": "s", "instance": "i", "durable": "yes"},
+            "invalid_field",
+            id="durable-not-bool",
+        ),
+        pytest.param(
+            "sidewatch.heartbeat",
+            {"service": "s", "instance": "i", "durable": True, "runId": "r1"},
+            "invalid_field",
+            id="service-run-without-thread",
+        ),
+        pytest.param(
+            "sidewatch.heartbeat",
+            {
+                "threadId": "t1",
+                "service": "s",
+                "instance": "i",
+                "durable": True,
+                "resumeHandle": "h",
+            },
+            "invalid_field",
+            id="binding-with-handle",
+        ),
     ],
 )
 def test_an_invalid_evidence_event_is_rejected_with_its_line(

@@ -92,7 +92,7 @@ def approved(decision: Any) -> bool:
     return decision is True or decision == "approve"
 
 
-def build_graph(script: list[AIMessage], parallel: bool = False):
+def build_graph(script: list[AIMessage], parallel: bool = False, checkpointer: Any = None):
     model = ScriptedChatModel(script=script)
 
     def agent(state: MessagesState):
@@ -162,7 +162,7 @@ def build_graph(script: list[AIMessage], parallel: bool = False):
         g.add_edge("approve", "agent")
         g.add_conditional_edges("agent", route, ["approve", END])
     g.add_edge(START, "agent")
-    return g.compile(checkpointer=InMemorySaver())
+    return g.compile(checkpointer=checkpointer or InMemorySaver())
 
 
 def one_call_script():

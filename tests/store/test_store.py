@@ -40,6 +40,9 @@ TABLES = {
     "dirty_thread",
     "legacy_resume",
     "lease",
+    "service_heartbeat",
+    "service_heartbeat_change",
+    "service_binding",
 }
 
 

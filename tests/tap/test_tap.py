@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from fastapi import FastAPI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
+from sqlalchemy import create_engine, text
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -175,14 +177,14 @@ def test_a_langgraph_endpoint_behind_the_tap_reaches_resumed(sidewatch: Server) 
     assert ("accept", 0) == (wait["evidence"]["decision"], tap.dropped)
 
 
-def _sse_app(events: list[dict]) -> Starlette:
+def _sse_app(events: list[dict], pause: float = 0.0) -> Starlette:
     async def endpoint(request: Request) -> StreamingResponse:
         await request.json()
 
         async def stream():  # type: ignore[no-untyped-def]
             for e in events:
                 yield f"data: {json.dumps(e)}\n\n"
-                await asyncio.sleep(0)
+                await asyncio.sleep(pause)
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -199,7 +201,7 @@ def test_events_without_ids_get_their_run_and_the_agent_answers_unchanged(
         args="{}",
     )
     tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.2)
-    app = TapMiddleware(_sse_app(events), tap=tap)
+    app = TapMiddleware(_sse_app(events), tap=tap, heartbeat=False)  # lines that can be counted
 
     with _Serve(app) as agent:
         answer = httpx.post(
@@ -256,44 +258,89 @@ def test_the_async_iterator_wrapper_yields_every_event_unchanged(sidewatch: Serv
     assert "r1" == _wait(sidewatch, f"{thread}/i1")["runId"]
 
 
-def test_a_daemon_down_across_retries_loses_no_line(
-    tmp_path_factory: pytest.TempPathFactory, module_db_url: str, monkeypatch: pytest.MonkeyPatch
+OUTAGE_S = 30
+
+
+def test_a_daemon_down_for_30_s_while_the_agent_streams_loses_no_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The daemon is stopped while the agent streams, and started again on the same port and
-    store after several retries: every line arrives."""
+    """The daemon is stopped, the agent streams across 30 s of outage (ten tool calls, then the
+    interrupt), and the daemon is started again on the same port and store: every line the tap
+    took arrives, retried. The one long test (one store: the retry is the tap's, not the
+    store's)."""
     port = _free_port()
     monkeypatch.setattr(test_e2e, "_free_port", lambda: port)
-    tmp = tmp_path_factory.mktemp("restart")
-    daemon = _start(tmp, module_db_url)
+    db = f"sqlite:///{tmp_path / 'outage.db'}"
+    daemon = _start(tmp_path, db)
     thread = f"tap-{uuid.uuid4().hex[:8]}"
-    events = deploy_wait(thread)
+    calls = [f"c{n}" for n in range(10)]
+    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": thread, "runId": "r1"}]
+    for call in calls:
+        events += [
+            {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "deploy"},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": "{}"},
+            {"type": "TOOL_CALL_END", "toolCallId": call},
+        ]
+    events.append(
+        {
+            "type": "RUN_FINISHED",
+            "threadId": thread,
+            "runId": "r1",
+            "outcome": {
+                "type": "interrupt",
+                "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": calls[-1]}],
+            },
+        }
+    )
     tap = Tap(
         f"{daemon.url}/v1/events",
         flush_seconds=0.1,
         retry_base_seconds=0.2,
-        retry_max_seconds=1.0,
+        retry_max_seconds=2.0,
+    )
+    # heartbeats are tests/tap/test_liveness's: here, a stream of lines that can be counted
+    app = TapMiddleware(
+        _sse_app(events, pause=OUTAGE_S * 0.8 / len(events)), tap=tap, heartbeat=False
     )
     try:
         _stop(daemon)
-        with _Serve(TapMiddleware(_sse_app(events), tap=tap)) as agent:
+        down = time.monotonic()
+        with _Serve(app) as agent:
             answer = httpx.post(
-                f"{agent}/agent", json={"threadId": thread, "runId": "r1", "messages": []}
+                f"{agent}/agent",
+                json={"threadId": thread, "runId": "r1", "messages": []},
+                timeout=OUTAGE_S * 2,
             )
-        deadline = time.monotonic() + 30
-        while tap.retries < 4 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        streamed = time.monotonic() - down
+        time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down)))
         retried = tap.retries
-        daemon = _start(tmp, module_db_url)
+        daemon = _start(tmp_path, db)
         assert tap.flush(timeout=30)
     finally:
         tap.close()
         _stop(daemon)
-        daemon = _start(tmp, module_db_url)  # read back by a fresh process: it was stored
-
+    daemon = _start(tmp_path, db)  # read back by a fresh process: it was stored
     try:
         wait = _wait(daemon, f"{thread}/i1")
     finally:
         _stop(daemon)
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        stored = {  # the calls, and the one the interrupt gates (kept on the interrupt's row)
+            str(r[0])
+            for r in conn.execute(
+                text(
+                    "SELECT tool_call_id FROM tool_call WHERE thread_id = :t "
+                    "UNION SELECT tool_call_id FROM interrupt WHERE thread_id = :t"
+                ),
+                {"t": thread},
+            )
+        }
+    engine.dispose()
+
     assert 200 == answer.status_code
-    assert retried >= 4
-    assert ("deploy", 7, 0) == (wait["action"], tap.sent, tap.dropped)
+    assert streamed >= OUTAGE_S * 0.7  # the agent streamed while the daemon was down
+    assert retried >= 10
+    # input + every event + the interrupt's route; every tool call made meanwhile is stored
+    assert (len(events) + 2, 0, set(calls)) == (tap.sent, tap.dropped, stored)
+    assert "deploy" == wait["action"]

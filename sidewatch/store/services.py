@@ -1,0 +1,222 @@
+"""Service heartbeats: one row per service instance (its latest beat, upserted), a row per
+change, and the threads bound to an instance; expanded at load into the bound threads'
+ordinary heartbeat facts.
+
+A thread bound to an instance with `durable` is kept alive by a beat of any instance of the
+service (another replica, or the restarted process: the checkpoint outlives the process); one
+bound without it only by its own instance's beats (a restarted process is a new instance, so its
+old waits go stale: their checkpoint died with it).
+
+Marking for re-audit is cheap: a beat changes a verdict only where the wait is `ORPHANED` since
+after the previous beat it would count (a stale heartbeat), so only those threads are marked
+dirty; every other bound wait is audited again when its freshness would run out (`due_at`), and
+the newer beat is read then.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, and_, case, func, or_, select, true
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from sidewatch.core.facts import HeartbeatFact, ServiceBeatFact, ServiceBindFact
+from sidewatch.store.auditstate import MARK_DIRTY, driver_sql
+from sidewatch.store.models import (
+    ServiceBindingRow,
+    ServiceChangeRow,
+    ServiceHeartbeatRow,
+    WaitState,
+    table_of,
+)
+
+CHUNK = 500
+_BEAT, _CHANGE, _BIND = (
+    table_of(ServiceHeartbeatRow),
+    table_of(ServiceChangeRow),
+    table_of(ServiceBindingRow),
+)
+
+
+def _upsert(conn: Connection) -> Any:
+    return sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
+
+
+def write_beats(conn: Connection, beats: Sequence[ServiceBeatFact]) -> None:
+    """Upsert the latest beat of each instance (a unit's beats of one instance are one write),
+    record each change, and mark the threads a beat revives."""
+    latest: dict[tuple[str, str], ServiceBeatFact] = {}
+    first: dict[tuple[str, str], ServiceBeatFact] = {}
+    for b in beats:
+        k = (b.service, b.instance)
+        if k not in latest or (b.at, b.seq) > (latest[k].at, latest[k].seq):
+            latest[k] = b
+        if k not in first or (b.at, b.seq) < (first[k].at, first[k].seq):
+            first[k] = b
+    upsert = _upsert(conn)
+    for (service, instance), b in sorted(latest.items()):
+        before = conn.execute(
+            select(_BEAT.c.instance, _BEAT.c.last_at).where(_BEAT.c.service == service)
+        ).all()
+        prev_service = max((int(r[1]) for r in before), default=None)
+        prev_instance = next((int(r[1]) for r in before if r[0] == instance), None)
+        f = first[(service, instance)]
+        stmt = upsert(_BEAT).values(
+            service=service,
+            instance=instance,
+            durable=b.durable,
+            first_at=f.at,
+            first_seq=f.seq,
+            last_at=b.at,
+            last_seq=b.seq,
+        )
+        ex = stmt.excluded
+        newer = ex.last_at > _BEAT.c.last_at
+        older = ex.first_at < _BEAT.c.first_at
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["service", "instance"],
+                set_={
+                    "last_at": func.max(_BEAT.c.last_at, ex.last_at)
+                    if conn.dialect.name == "sqlite"
+                    else func.greatest(_BEAT.c.last_at, ex.last_at),
+                    "last_seq": _case(newer, ex.last_seq, _BEAT.c.last_seq),
+                    "durable": _case(newer, ex.durable, _BEAT.c.durable),
+                    "first_at": _case(older, ex.first_at, _BEAT.c.first_at),
+                    "first_seq": _case(older, ex.first_seq, _BEAT.c.first_seq),
+                },
+            )
+        )
+        conn.execute(
+            upsert(_CHANGE)
+            .values(service=service, instance=instance, durable=b.durable, at=f.at, seq=f.seq)
+            .on_conflict_do_nothing(index_elements=["service", "instance", "durable"])
+        )
+        _mark_revived(conn, service, instance, prev_service, prev_instance)
+
+
+def _case(cond: Any, then: Any, otherwise: Any) -> Any:
+    return case((cond, then), else_=otherwise)
+
+
+def _mark_revived(
+    conn: Connection,
+    service: str,
+    instance: str,
+    prev_service: int | None,
+    prev_instance: int | None,
+) -> None:
+    """Mark the bound threads whose open wait went `ORPHANED` after the last beat that would
+    have kept it alive: this beat may make it `WAITING` again."""
+    state = table_of(WaitState)
+    durable = _BIND.c.durable.is_(True)
+    kept = [and_(durable, state.c.since > prev_service if prev_service is not None else true())]
+    kept.append(
+        and_(
+            _BIND.c.durable.is_(False),
+            _BIND.c.instance == instance,
+            state.c.since > prev_instance if prev_instance is not None else true(),
+        )
+    )
+    query = (
+        select(_BIND.c.thread_id)
+        .distinct()
+        .join(state, state.c.thread_id == _BIND.c.thread_id)
+        .where(
+            _BIND.c.service == service,
+            state.c.closed.is_(False),
+            state.c.state == "ORPHANED",
+            or_(*kept),
+        )
+    )
+    threads = [(str(r[0]),) for r in conn.execute(query)]
+    if threads:
+        conn.exec_driver_sql(driver_sql(conn, MARK_DIRTY), threads)
+
+
+def expand(conn: Connection, thread_ids: Collection[str] | None) -> dict[str, list[HeartbeatFact]]:
+    """The heartbeat facts of the threads' bindings (all threads' when None): the binding
+    itself (the instance holds a handle for the waits it raised) and each beat since that
+    counts for it (first and latest of each instance that keeps it alive)."""
+    bindings = list(_bindings(conn, thread_ids))
+    if not bindings:
+        return {}
+    services = sorted({b.service for b in bindings})
+    rows: dict[str, list[tuple[str, int, int, int, int]]] = defaultdict(list)
+    cols = (_BEAT.c.service, _BEAT.c.instance, _BEAT.c.first_at, _BEAT.c.first_seq)
+    for k in range(0, len(services), CHUNK):
+        part = services[k : k + CHUNK]
+        query = select(*cols, _BEAT.c.last_at, _BEAT.c.last_seq).where(_BEAT.c.service.in_(part))
+        for service, inst, f_at, f_seq, l_at, l_seq in conn.execute(query):
+            rows[str(service)].append((str(inst), int(f_at), int(f_seq), int(l_at), int(l_seq)))
+    out: dict[str, list[HeartbeatFact]] = defaultdict(list)
+    for b in bindings:
+        beats = out[b.thread_id]
+        beats.append(
+            HeartbeatFact(thread_id=b.thread_id, at=b.at, seq=b.seq, run_id=b.run_id, handle=True)
+        )
+        for inst, f_at, f_seq, l_at, l_seq in rows.get(b.service, ()):
+            if not b.durable and inst != b.instance:
+                continue
+            for at, seq in {(f_at, f_seq), (l_at, l_seq)}:
+                if at >= b.at:
+                    beats.append(
+                        HeartbeatFact(thread_id=b.thread_id, at=at, seq=seq, run_id=b.run_id)
+                    )
+    return out
+
+
+def _bindings(conn: Connection, thread_ids: Collection[str] | None) -> Iterable[ServiceBindFact]:
+    cols = (
+        _BIND.c.thread_id,
+        _BIND.c.run_id,
+        _BIND.c.service,
+        _BIND.c.instance,
+        _BIND.c.durable,
+        _BIND.c.at,
+        _BIND.c.seq,
+    )
+    if thread_ids is None:
+        parts: Iterable[list[str] | None] = [None]
+    else:
+        ids = sorted(thread_ids)
+        parts = (ids[k : k + CHUNK] for k in range(0, len(ids), CHUNK))
+    for part in parts:
+        query = select(*cols) if part is None else select(*cols).where(_BIND.c.thread_id.in_(part))
+        for thread, run, service, inst, durable, at, seq in conn.execute(query):
+            yield ServiceBindFact(
+                thread_id=thread,
+                run_id=run,
+                service=service,
+                instance=inst,
+                durable=bool(durable),
+                at=int(at),
+                seq=int(seq),
+            )
+
+
+def write_bindings(conn: Connection, bindings: Sequence[ServiceBindFact]) -> None:
+    if not bindings:
+        return
+    conn.execute(
+        _upsert(conn)(_BIND)
+        .values(
+            [
+                {
+                    "key": b.key,
+                    "thread_id": b.thread_id,
+                    "run_id": b.run_id,
+                    "service": b.service,
+                    "instance": b.instance,
+                    "durable": b.durable,
+                    "at": b.at,
+                    "seq": b.seq,
+                }
+                for b in bindings
+            ]
+        )
+        .on_conflict_do_nothing(index_elements=["key"])
+    )
