@@ -202,7 +202,9 @@ class Daemon:
         # the holder's last renewal.
         self.lease = AuditLease(self.engine, ttl_ms=config.audit_interval_ms * 5 // 4)
         self._claim_failed = False  # the last claim met a store outage
-        self._ticked_epoch: int | None = None  # the lease term of the snapshot's tick
+        # The lease term whose store-wide state the snapshot holds: loaded from the store when
+        # the term began, or made by one of its ticks. Another term's is never served.
+        self._snapshot_epoch: int | None = None
         try:  # before the counters load: a replica that takes the lease now needs no reload
             if self.lease.claim():
                 log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
@@ -215,6 +217,8 @@ class Daemon:
             on_closed=traces[0].on_closed if traces else None,
             lease=self.lease,
         )
+        if self.lease.held:  # the counters were just loaded from the store, in this term
+            self._snapshot_epoch = self.lease.epoch
         self.counters = self.auditor.ingest
         registry = CollectorRegistry()
         registry.register(
@@ -267,9 +271,14 @@ class Daemon:
 
     def _current_snapshot(self) -> Any:
         """The store-wide snapshot, only for the current, verified lease term and once that
-        term's first tick made it: never a stalled holder's, never the last term's."""
+        term has its own (the counters loaded from the store as it began, or its first tick):
+        never a stalled holder's, never the last term's."""
         lease = self.lease
-        if lease.verified and self._ticked_epoch is not None and self._ticked_epoch == lease.epoch:
+        if (
+            lease.verified
+            and self._snapshot_epoch is not None
+            and self._snapshot_epoch == lease.epoch
+        ):
             return self.auditor.snapshot
         return None
 
@@ -290,6 +299,7 @@ class Daemon:
             log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
             try:
                 await run_in_threadpool(self.auditor.reload)
+                self._snapshot_epoch = self.lease.epoch
             except StoreError as e:  # the next claim renews, the next tick retries
                 log.warning("could not load the counters: %s", e)
             if self._scheduler is not None:
@@ -321,7 +331,7 @@ class Daemon:
         except Exception:
             log.exception("audit tick failed")
             return
-        self._ticked_epoch = epoch
+        self._snapshot_epoch = epoch
         if report.threads or report.errors:
             log.info(
                 "audit tick",
