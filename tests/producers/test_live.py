@@ -4,15 +4,13 @@ each integration's interrupt modes. Exactly what they emit is fed to sidewatch."
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.ingest.test_producers import ADK, LANGGRAPH, verdicts_of
-
-HERE = Path(__file__).parent
+from tests.producers.harness import capture, first_run
 
 
 @pytest.fixture(scope="module")
@@ -21,14 +19,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     under the producers' own warning settings)."""
     out = tmp_path_factory.mktemp("producers")
     for script in ("capture_langgraph.py", "capture_adk.py"):
-        done = subprocess.run(
-            [sys.executable, str(HERE / script), str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert 0 == done.returncode, done.stderr[-2000:]
+        capture(sys.executable, script, out)
     return out
 
 
@@ -52,9 +43,6 @@ NEVER_ANSWERED = [
 
 @pytest.mark.parametrize("name", NEVER_ANSWERED)
 def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, name: str) -> None:
-    lines = (emitted / f"{name}.ndjson").read_bytes().splitlines()
-    first_run = lines[: next(n for n, line in enumerate(lines) if b'"RUN_FINISHED"' in line) + 1]
-
-    got = verdicts_of(db_url, b"\n".join(first_run))
+    got = verdicts_of(db_url, first_run((emitted / f"{name}.ndjson").read_bytes()))
 
     assert got and all(v == ("WAITING", None, False) for v in got)

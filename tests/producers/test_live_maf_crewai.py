@@ -6,16 +6,15 @@ with sidewatch's. Exactly what they emit is fed to sidewatch."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.ingest.test_producers import verdicts_of
 from tests.ingest.test_producers_maf_crewai import CREWAI, MAF, MAF_NEEDS_ASSEMBLE
+from tests.producers.harness import capture, first_run
 from tests.producers.venvs import producer_python
 
-HERE = Path(__file__).parent
 VENVS = {"capture_maf.py": "maf", "capture_crewai.py": "crewai"}
 
 
@@ -27,15 +26,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
         python = producer_python(venv)
         env = {**os.environ, "CREWAI_STORAGE_DIR": str(tmp_path_factory.mktemp("crewai"))}
         env.pop("PYTHONPATH", None)  # the integration's venv alone, not sidewatch's path
-        done = subprocess.run(
-            [str(python), str(HERE / script), str(out)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-            env=env,
-        )
-        assert 0 == done.returncode, done.stderr[-2000:]
+        capture(python, script, out, env)
     return out
 
 
@@ -68,9 +59,6 @@ NEVER_ANSWERED = [
 
 @pytest.mark.parametrize("name", NEVER_ANSWERED)
 def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, name: str) -> None:
-    lines = (emitted / f"{name}.ndjson").read_bytes().splitlines()
-    first_run = lines[: next(n for n, line in enumerate(lines) if b'"RUN_FINISHED"' in line) + 1]
-
-    got = verdicts_of(db_url, b"\n".join(first_run))
+    got = verdicts_of(db_url, first_run((emitted / f"{name}.ndjson").read_bytes()))
 
     assert got and all(v == ("WAITING", None, False) for v in got)

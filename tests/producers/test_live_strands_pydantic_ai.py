@@ -4,7 +4,6 @@ Exactly what they emit is fed to sidewatch, ingested as it would be right after 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,8 +14,7 @@ from tests.ingest.test_producers_strands_pydantic_ai import (
     STRANDS,
     ingested_as_captured,
 )
-
-HERE = Path(__file__).parent
+from tests.producers.harness import capture, first_run
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +22,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Run both capture scripts once, each in its own process (the producers' own warnings)."""
     out = tmp_path_factory.mktemp("producers-sp")
     for script in ("capture_strands.py", "capture_pydantic_ai.py"):
-        done = subprocess.run(
-            [sys.executable, str(HERE / script), str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert 0 == done.returncode, done.stderr[-2000:]
+        capture(sys.executable, script, out)
     return out
 
 
@@ -55,10 +46,7 @@ NEVER_ANSWERED = [
 
 @pytest.mark.parametrize("name", NEVER_ANSWERED)
 def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, name: str) -> None:
-    lines = (emitted / f"{name}.ndjson").read_bytes().splitlines()
-    first_run = lines[: next(n for n, line in enumerate(lines) if b'"RUN_FINISHED"' in line) + 1]
-
-    got = ingested_as_captured(db_url, b"\n".join(first_run))
+    got = ingested_as_captured(db_url, first_run((emitted / f"{name}.ndjson").read_bytes()))
 
     assert got and all(v == ("WAITING", None, False) for v in got)
 
