@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, text
 from sidewatch.cli.main import cli
 from sidewatch.store.db import _alembic_config, open_store, revision
 from tests.conftest import PgSchemas
+from tests.ports import free_port
 from tests.store.test_db_command import HEAD
 
 
@@ -111,7 +112,8 @@ def _at_head_again(url: str) -> None:
 def _serve(tmp_path: Path, url: str, *flags: str) -> subprocess.CompletedProcess[str]:
     """`sidewatch serve` that must refuse to start (it would otherwise serve until killed)."""
     cfg = tmp_path / "serve.yaml"
-    cfg.write_text(f"store: {{url: '{url}'}}\nserver: {{listen: '127.0.0.1:0'}}\n")
+    listen = f"127.0.0.1:{free_port()}"
+    cfg.write_text(f"store: {{url: '{url}'}}\nserver: {{listen: '{listen}'}}\n")
     return subprocess.run(
         [sys.executable, "-m", "sidewatch", "serve", "--config", str(cfg), *flags],
         check=False,
