@@ -90,12 +90,15 @@ def _verdicts(db_url: str, name: str) -> list[tuple[str, str | None, bool]]:
     return verdicts_of(db_url, (PRODUCERS / f"{name}.ndjson").read_bytes())
 
 
-def verdicts_of(db_url: str, body: bytes) -> list[tuple[str, str | None, bool]]:
-    """(state, decision, uncertain) of every wait of one unit, requested order."""
+def verdicts_of(
+    db_url: str, body: bytes, received: int = NOW - 60_000, at: int = NOW
+) -> list[tuple[str, str | None, bool]]:
+    """(state, decision, uncertain) of every wait of one unit received at `received` and
+    audited at `at`, in requested order."""
     engine = open_store(db_url)
     store = Store(engine)
-    summary = ingest_unit(store, "producer", body, NOW - 60_000, ref_protector(engine, Config()))
-    waits = audit(store, (QUIET,), NOW)
+    summary = ingest_unit(store, "producer", body, received, ref_protector(engine, Config()))
+    waits = audit(store, (QUIET,), at)
     engine.dispose()
     assert () == summary.rejects
     return [

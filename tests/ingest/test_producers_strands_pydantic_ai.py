@@ -15,7 +15,7 @@ from sidewatch.ingest.agui import VIA_EDITED, Interpreter
 from sidewatch.ingest.reader import frame
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.ingest.test_producers import NOW, QUIET
+from tests.ingest.test_producers import NOW, QUIET, verdicts_of
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
 Verdicts = list[tuple[str, str | None, bool]]
@@ -72,20 +72,7 @@ def ingested_as_captured(db_url: str, body: bytes) -> list[tuple[str, str | None
     and is audited a minute later."""
     stamps = [int(t) for t in re.findall(rb'"timestamp":(\d+)', body)]
     received = max([*stamps, NOW - 60_000]) + 1_000
-    engine = open_store(db_url)
-    store = Store(engine)
-    summary = ingest_unit(store, "producer", body, received, ref_protector(engine, Config()))
-    waits = audit(store, (QUIET,), received + 60_000)
-    engine.dispose()
-    assert () == summary.rejects
-    return [
-        (
-            a.verdict.state.value,
-            a.verdict.facts.decision and a.verdict.facts.decision.value,
-            a.verdict.uncertain,
-        )
-        for a in waits
-    ]
+    return verdicts_of(db_url, body, received, received + 60_000)
 
 
 def _findings(db_url: str, name: str) -> list[tuple[str, ...]]:
