@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests.ports import free_port as _free_port
+
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 SEED_AT = 1_785_083_400_000  # the reference audit's evaluation time
 
@@ -31,12 +32,6 @@ class Server:
     proc: subprocess.Popen[bytes]
     log: Path
     db_url: str
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from sidewatch.daemon.serve import JsonLogs
+from tests.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,12 +28,6 @@ def test_the_json_formatter_keeps_every_extra_field_cleaned() -> None:
     assert (42, 3) == (entry["stream_seq"], entry["waits"])
     assert "\n" not in entry["subject"]
     assert entry["subject"].startswith("agui")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serve_once(tmp_path: Path, *flags: str) -> list[dict[str, object]]:

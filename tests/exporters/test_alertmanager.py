@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -24,15 +23,10 @@ import yaml
 from sidewatch.core.model import Missing, uncertain_move
 from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
 from tests.daemon.test_e2e import Server, _seed_relative_to_now, _start, _stop
+from tests.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UNPACKED = ROOT / ".tools" / "alertmanager" / "usr" / "bin" / "prometheus-alertmanager"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

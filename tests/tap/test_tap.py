@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 import uuid
@@ -29,6 +28,7 @@ from starlette.routing import Route
 from sidewatch.tap import Tap, TapMiddleware, tap_events
 from tests.daemon import test_e2e
 from tests.daemon.test_e2e import Server, _start, _stop
+from tests.ports import free_port as _free_port
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +37,6 @@ def sidewatch(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> I
     server = _start(tmp_path_factory.mktemp("sidewatch"), module_db_url)
     yield server
     _stop(server)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _Serve:
