@@ -1,8 +1,13 @@
 """The audit report over a window with 100,000 waits, beside its floor measured in the same
-run: classifying the same waits once (`sidewatch audit`), which the report does twice (at the
-window's end and at its start) before it renders.
+run: classifying the same waits once (`sidewatch audit`). The report reads the facts once and
+classifies the waits at the window's end and at its start, then renders.
+
+Two windows: a day (every wait requested within it: none is classified at its start) and 30
+minutes (about half of the waits requested before its start: those are classified twice).
 
     .venv/bin/python bench/report.py [--waits 100000]
+
+Target: the report within 2x one audit of the same waits.
 """
 
 from __future__ import annotations
@@ -34,22 +39,30 @@ def main() -> None:
         populate(url, args.waits)
         engine = open_store(url)
         store, policies = Store(engine), Config().policies
-        start = time.perf_counter()
+        # CPU seconds beside wall seconds: on a shared machine the wall clock also counts
+        # the others' load.
+        start, cpu = time.perf_counter(), time.process_time()
         audit(store, policies, NOW)
-        floor = time.perf_counter() - start
-        start = time.perf_counter()
-        body = report(store, policies, NOW, DAY)
-        built = time.perf_counter() - start
+        floor, floor_cpu = time.perf_counter() - start, time.process_time() - cpu
+        built = {}
+        for name, window in (("1 day", DAY), ("30 min", DAY // 48)):
+            start, cpu = time.perf_counter(), time.process_time()
+            body = report(store, policies, NOW, window)
+            built[name] = time.perf_counter() - start, time.process_time() - cpu
         sizes = {}
         for fmt in ("json", "md", "html"):
             t = time.perf_counter()
             sizes[fmt] = (len(render(body, fmt)), time.perf_counter() - t)
         engine.dispose()
     print(f"{args.waits:,} waits in the window")
-    print(f"  one audit (floor) : {floor:7.2f} s")
-    print(f"  report built      : {built:7.2f} s  ratio {built / floor:.1f} (target <= 2.0)")
+    print(f"  one audit (floor) : {floor:7.2f} s  (CPU {floor_cpu:7.2f} s)")
+    for name, (seconds, cpu) in built.items():
+        print(
+            f"  report, {name:<7} : {seconds:7.2f} s  (CPU {cpu:7.2f} s)  ratio "
+            f"{seconds / floor:.2f}, by CPU {cpu / floor_cpu:.2f} (target <= 2.0)"
+        )
     for fmt, (size, seconds) in sizes.items():
-        print(f"  render {fmt:<4}       : {seconds:7.2f} s  {size / 1e6:6.1f} MB")
+        print(f"  render {fmt:<4}       : {seconds:7.2f} s  {size / 1e6:6.1f} MB (30 min window)")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import orjson
 
@@ -21,6 +22,7 @@ from sidewatch.core.model import (
     OWNER,
     Missing,
     State,
+    Thresholds,
     Verdict,
     WaitEvidence,
     uncertain_move,
@@ -37,7 +39,7 @@ from sidewatch.exporters.snapshot import (
     IngestCounters,
     Snapshot,
 )
-from sidewatch.report.verdicts import evidence_json, thresholds_json
+from sidewatch.report.verdicts import evidence_json, thresholds_of
 from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
@@ -322,13 +324,19 @@ def _record(
     changes = _changes(old, v)
     if not changes:
         return []
-    thresholds = orjson.dumps(thresholds_json(v)).decode()
+    thresholds = _thresholds_text(v.thresholds)
     evidence = orjson.dumps(evidence_json(v)).decode()
     rid, thread, policy = ev.request_id, ev.thread_id, v.policy
     return [
         StoredTransition(rid, thread, frm, to, at, now, policy, thresholds, evidence)
         for frm, to, at in changes
     ]
+
+
+@lru_cache(maxsize=256)
+def _thresholds_text(th: Thresholds) -> str:
+    """A policy's thresholds as stored (one per policy: serialized once, not per verdict)."""
+    return orjson.dumps(thresholds_of(th)).decode()
 
 
 def _changes(old: StoredState | None, v: Verdict) -> list[tuple[str | None, str, int]]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
+from sidewatch.core.facts import ThreadFacts
 from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
 from sidewatch.errors import InputError, TooLarge
@@ -98,34 +100,51 @@ def ingest_unit(
 
 
 def report(store: Store, policies: tuple[Policy, ...], end: int, window_ms: int) -> dict[str, Any]:
-    """The audit report of the window ending at `end` (docs/reports.md)."""
-
-    def pairs(at: int) -> list[tuple[WaitEvidence, Verdict]]:
-        return [(a.evidence, a.verdict) for a in audit(store, policies, at)]
+    """The audit report of the window ending at `end` (docs/reports.md). The facts are read
+    once and classified at both ends of the window (`audit`, twice, read them twice)."""
 
     def health(start: int, stop: int) -> IngestHealth:
         return IngestHealth(*store.ingest_health(start, stop))
 
     start = end - window_ms
+    threads = store.threads()
     return build_report(
         end,
         window_ms,
-        pairs(end),
-        pairs(start),
+        _pairs(classified(threads, policies, end)),
+        _pairs(classified(threads, policies, start)),
         store.findings(),
         health(start, end),
         health(start - window_ms, start),
     )
 
 
+def _pairs(audited: list[Audited]) -> list[tuple[WaitEvidence, Verdict]]:
+    return [(a.evidence, a.verdict) for a in audited]
+
+
 def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:
     """Every known wait's verdict at `at`, ordered by when the wait was requested."""
+    return classified(store.threads(), policies, at)
+
+
+def classified(
+    threads: Iterable[ThreadFacts], policies: tuple[Policy, ...], at: int
+) -> list[Audited]:
+    """The verdict at `at` of every wait of `threads` requested by then, ordered by when the
+    wait was requested."""
+    chosen: dict[tuple[str | None, str | None], Policy] = {}
 
     def policy_for(action: str | None, reason: str | None) -> Policy:
-        return select(policies, action, reason)
+        key = (action, reason)
+        if key not in chosen:  # one lookup per (action, reason), not one per wait
+            chosen[key] = select(policies, action, reason)
+        return chosen[key]
 
     out: list[Audited] = []
-    for thread in store.threads():
+    for thread in threads:
+        if all(i.at > at for i in thread.interrupts):
+            continue  # every wait of it is requested after `at`: none is audited then
         try:
             evaluated = evaluate(thread, policy_for, at)
         except Exception as e:  # as in the auditor: one thread never fails the audit

@@ -21,15 +21,15 @@ NAME = re.compile(r"^sidewatch-report-(\d{4}-\d{2}-\d{2})\.(md|html|json)$")
 
 
 def render(report: dict[str, Any], fmt: str, external_url: str | None = None) -> bytes:
-    """The report in `fmt` (md, html or json); with `external_url`, the HTML report links
-    each wait to its page on the daemon."""
+    """The report in `fmt` (md, html or json); with `external_url`, the HTML and Markdown
+    reports link each wait to its page on the daemon."""
     # Renderers are imported here: each format's code loads only when it is asked for.
     if fmt == "json":
         return orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
     if fmt == "md":
         from sidewatch.report.markdown import render_markdown  # noqa: PLC0415
 
-        return render_markdown(report).encode()
+        return render_markdown(report, external_url).encode()
     if fmt == "html":
         from sidewatch.report.html import render_html  # noqa: PLC0415
 

@@ -1,13 +1,14 @@
 """The audit report as Markdown, for chat and tickets. Every value from the evidence is shown
 as a plain word or else as a code span (see `core.text.md_code`): nothing a producer sent can
-become a heading, link, image, HTML, mention or a cell of another row."""
+become a heading, link, image, HTML, mention or a cell of another row. With the daemon's
+external URL, each wait's id links to its page there: the link is ours, the id stays code."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from sidewatch.core.text import md_code
+from sidewatch.core.text import md_code, wait_page_url
 
 LISTED = 500  # waits of the window's audit trail shown (every problem wait is)
 VALUE_LIMIT = 200  # characters of one value shown (`md_code` cuts longer ones)
@@ -48,17 +49,27 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
+def _request(request_id: str, base: str | None) -> str:
+    """A wait's id as a code span, linked to its page on the daemon when `base` (its external
+    URL) is known. The URL is `wait_page_url`'s, as the HTML report's: the id percent-encoded,
+    so that nothing of it (`)`, `<`, a space) can end or change the link."""
+    code = md_code(request_id)
+    if not base:
+        return _Md(code)
+    return _Md(f"[{code}](<{wait_page_url(base, request_id)}>)")
+
+
 def _signed(n: int) -> str:
     return f"+{n}" if n > 0 else str(n)
 
 
-def _wait(p: dict[str, Any]) -> list[str]:
+def _wait(p: dict[str, Any], base: str | None = None) -> list[str]:
     """One verdict: state, owner, next safe move, evidence and thresholds."""
     e, t = p["evidence"], p["thresholds"]
     missing = ", ".join(map(_v, p["missing"]))
     unreported = ", ".join(map(_v, p.get("unreported", ())))
     lines = [
-        f"### {_v(p['state'])}: {md_code(p['requestId'])}"
+        f"### {_v(p['state'])}: {_request(p['requestId'], base)}"
         + (f" (uncertain: never reported: {unreported})" if unreported else ""),
         "",
         f"- **Owner:** {_v(p['owner'])}  **Since:** {_v(p['since'])}  **Policy:** "
@@ -81,7 +92,9 @@ def _wait(p: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: dict[str, Any], external_url: str | None = None) -> str:
+    """The report as Markdown; with `external_url` (server.externalUrl), each wait's id links
+    to its page on the daemon, as in the HTML report."""
     w = report["window"]
     lines = [f"# sidewatch audit report: {_v(w['start'])} to {_v(w['end'])}", ""]
 
@@ -104,11 +117,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             "",
         ]
     for p in problems:
-        lines += _wait(p)
+        lines += _wait(p, external_url)
     changed = report.get("changedWaits", [])
     lines += [f"## Other waits that moved in the window ({len(changed)})", ""]
     for p in changed[:LISTED]:
-        lines += _wait(p)
+        lines += _wait(p, external_url)
     if len(changed) > LISTED:
         lines += [f"...and {len(changed) - LISTED} more, in the JSON report.", ""]
 
@@ -142,7 +155,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         ["request", "state", "owner", "requested", "age (s)", "action"],
         [
             [
-                x["requestId"],
+                _request(x["requestId"], external_url),
                 x["state"],
                 x["owner"],
                 x["requestedAt"],

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sidewatch.core.model import OPEN_STATES, Verdict, WaitEvidence
+from sidewatch.core.model import OPEN_STATES, Thresholds, Verdict, WaitEvidence
 from sidewatch.core.text import safe
 
 TABLE_LIMIT = 120  # characters of a request id or action in the audit table
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FIRST_MS = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
+_YEAR_10000 = 253_402_300_800_000  # ms
 
 
 def iso(ms: int | None) -> str | None:
@@ -21,6 +23,10 @@ def iso(ms: int | None) -> str | None:
     stored before ingest checked the range) is `out of range (<ms> ms)`, never an error."""
     if ms is None:
         return None
+    if 0 <= ms < _YEAR_10000:  # the common case, without datetime objects: a full audit
+        seconds, milli = divmod(ms, 1000)  # writes several times per wait
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        return f"{text}.{milli:03d}Z" if milli else f"{text}Z"
     try:
         dt = EPOCH + timedelta(milliseconds=ms)  # exact: no float rounding at the edges
     except OverflowError:
@@ -57,10 +63,14 @@ def verdict_json(ev: WaitEvidence, v: Verdict) -> dict[str, Any]:
 
 
 def thresholds_json(v: Verdict) -> dict[str, int | float]:
+    return thresholds_of(v.thresholds)
+
+
+def thresholds_of(th: Thresholds) -> dict[str, int | float]:
     return {
-        "resumeGraceSeconds": _seconds(v.thresholds.resume_grace_ms),
-        "heartbeatFreshnessSeconds": _seconds(v.thresholds.heartbeat_freshness_ms),
-        "routeGraceSeconds": _seconds(v.thresholds.route_grace_ms),
+        "resumeGraceSeconds": _seconds(th.resume_grace_ms),
+        "heartbeatFreshnessSeconds": _seconds(th.heartbeat_freshness_ms),
+        "routeGraceSeconds": _seconds(th.route_grace_ms),
     }
 
 

@@ -81,3 +81,34 @@ def test_action_reason_and_approver_are_inert_and_keep_their_cell(
     assert len(report["longestWaits"]) + 1 == sum(t.type == "tr_open" for t in longest)
     first_row = [t for t in longest if t.type == "inline"][7:13]  # the heading, the head row
     assert shown == first_row[5].children[0].content  # type: ignore[index]
+
+
+def test_with_the_external_url_each_wait_links_to_its_page(report: dict[str, Any]) -> None:
+    rid = "thread a/int@run-1 (x)"
+    report["problemWaits"][0]["requestId"] = rid
+    report["longestWaits"][0]["requestId"] = rid
+
+    md = render_markdown(report, "https://sw.example/base/")
+    tokens = flat(MD.parse(md))
+    links = [t.attrGet("href") for t in tokens if t.type == "link_open"]
+    plain = render_markdown(report)
+
+    page = "https://sw.example/base/ui/waits/thread%20a%2Fint@run-1%20%28x%29"
+    assert [page, page] == [h for h in links if h == page]
+    assert all(str(h).startswith("https://sw.example/base/ui/waits/") for h in links)
+    assert len(links) == len(report["problemWaits"]) + len(report["longestWaits"]) + min(
+        len(report.get("changedWaits", [])), 500
+    )
+    assert [] == [t for t in flat(MD.parse(plain)) if t.type == "link_open"]
+    assert "/ui/waits/" not in plain
+
+
+def test_a_linked_request_id_stays_one_code_span(report: dict[str, Any]) -> None:
+    report["problemWaits"][0]["requestId"] = ESCAPE
+
+    tokens = flat(MD.parse(render_markdown(report, "https://sw.example")))
+
+    assert ["h1"] == [t.tag for t in tokens if t.type == "heading_open" and t.tag == "h1"]
+    assert [] == [t.type for t in tokens if t.type in {"image", "html_inline"}]
+    shown = "x`  # Owned  ![p](https://evil.example/p.png) \N{FULLWIDTH COMMERCIAL AT}channel  `"
+    assert shown in [t.content for t in tokens if t.type == "code_inline"]
