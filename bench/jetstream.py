@@ -130,10 +130,11 @@ def main() -> None:
     batch_s, batch_stored = asyncio.run(consume(JetStreamIngest, n, args.batch))
     one, batched = n / one_s, n / batch_s
     print(f"{n} ten-line messages, fetched {args.batch} at a time, PostgreSQL store")
-    print(f"  one transaction a message : {one:8.0f} msg/s ({one_s:.2f} s, {one_stored} stored)")
-    print(
-        f"  one transaction a batch   : {batched:8.0f} msg/s ({batch_s:.2f} s, {batch_stored} stored)"
-    )
+    for name, rate, seconds, stored in (
+        ("one transaction a message", one, one_s, one_stored),
+        ("one transaction a batch  ", batched, batch_s, batch_stored),
+    ):
+        print(f"  {name} : {rate:8.0f} msg/s ({seconds:.2f} s, {stored} stored)")
     verdict = "ok" if batched >= FLOOR * one and batch_stored == one_stored == n else "BELOW"
     print(f"  ratio {batched / one:.1f}x (floor {FLOOR:.0f}x): {verdict}")
     if verdict != "ok":
