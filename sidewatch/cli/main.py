@@ -378,7 +378,9 @@ def serve(
     Without tokens it listens on loopback only; beyond loopback it serves HTTPS
     (server.tls), or plain HTTP only with server.allowPlaintext. Requests from other
     sites' web pages are refused. SIGTERM drains requests, finishes the running audit
-    tick and closes the store.
+    tick and closes the store. SIGHUP reloads the config file: policies, tokens, body
+    limits and report settings change at once; a changed key that needs a restart is
+    logged and keeps its old value, and a file with problems changes nothing.
 
     Several replicas may share one store (PostgreSQL): all ingest and answer reads, and
     the one holding the audit lease audits (sidewatch_audit_lease_held says which); with
@@ -390,8 +392,17 @@ def serve(
 
     cfg = _config(config_path, db)
     level = {"debug": 10, "info": 20, "warning": 30, "error": 40}[log_level]
+
+    def reread() -> Config:  # at SIGHUP: the file again, with the same command-line overrides
+        again = _config(config_path, db)
+        return replace(again, listen=listen) if listen else again
+
     run_daemon(
-        replace(cfg, listen=listen) if listen else cfg, level, access_log, migrate=not no_migrate
+        replace(cfg, listen=listen) if listen else cfg,
+        level,
+        access_log,
+        migrate=not no_migrate,
+        reread=reread,
     )
 
 

@@ -101,6 +101,14 @@ class Auditor:
         self.ingest.catch_up(totals.ingested, totals.rejected)
         self.snapshot = self._snapshot()
 
+    def use_policies(self, policies: tuple[Policy, ...]) -> int:
+        """Audit with `policies` from the next tick on (a reloaded config): the threads with
+        an open wait are marked for re-audit when they differ from the stored verdicts'.
+        Returns how many were marked."""
+        marked = self.state.policies_changed(_fingerprint(policies))
+        self.policies = policies
+        return marked
+
     def policy_for(self, action: str | None, reason: str | None) -> Policy:
         return select(self.policies, action, reason)
 

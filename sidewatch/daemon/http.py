@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +32,13 @@ from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.openapi import OPENAPI
 from sidewatch.daemon.origin import SameOrigin
-from sidewatch.daemon.pipeline import IngestSummary, ingest_unit
+from sidewatch.daemon.pipeline import (
+    IngestSummary,
+    ReadUnit,
+    framed_unit,
+    ingest_unit,
+    ingest_units,
+)
 from sidewatch.daemon.selfwatch import CountAnswers, SelfCounters
 from sidewatch.daemon.ui import ROUTES as UI_ROUTES
 from sidewatch.daemon.waits import wait_detail, waits_now
@@ -252,6 +258,37 @@ def ingest(
         )
     app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
     return summary
+
+
+def read_unit(
+    app: AppState,
+    source: str,
+    body: bytes,
+    media: str | None,
+    encoding: str,
+    received_at: int,
+    key: str | None = None,
+) -> ReadUnit:
+    """A unit undone from gzip and framed within the limits, as `ingest` reads it; raises
+    InputError or TooLarge (nothing touches the store)."""
+    cfg = app.config
+    if encoding == "gzip" or body[:2] == b"\x1f\x8b":
+        body = gunzip(body, cfg.max_inflated_bytes)
+    return ReadUnit(source, framed_unit(body, media, cfg.max_lines_per_unit), received_at, key)
+
+
+def ingest_read(app: AppState, units: Sequence[ReadUnit]) -> list[IngestSummary]:
+    """Read units committed in one transaction (blocking), then counted; raises StoreRefused
+    or StoreError, each time nothing was stored."""
+    cfg = app.config
+    sqlite = app.store.engine.dialect.name == "sqlite"
+    with app.write_lock if sqlite else nullcontext():
+        summaries = ingest_units(
+            app.store, units, app.protect, cfg.max_line_bytes, cfg.decision_labels
+        )
+    for summary in summaries:
+        app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
+    return summaries
 
 
 @_authorized("read")

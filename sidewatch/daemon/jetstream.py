@@ -1,14 +1,16 @@
-"""NATS JetStream ingest: a durable pull consumer whose every message is one ingest unit,
-acknowledged only after the unit's transaction committed, so a tee can publish while sidewatch
-is down. The message's stream sequence is the unit's key: a message delivered again after its
-commit (a crash before the ack reached the server) is acknowledged again, never stored twice."""
+"""NATS JetStream ingest: a durable pull consumer whose every message is one ingest unit;
+each fetched batch is committed in one transaction and its messages acknowledged only after
+it, so a tee can publish while sidewatch is down. The message's stream sequence is the unit's
+key: a message delivered again after its commit (a crash before the ack reached the server) is
+acknowledged again, never stored twice."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from urllib.parse import urlsplit
@@ -21,7 +23,8 @@ from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
 from sidewatch.config import NatsSource
-from sidewatch.daemon.http import AppState, ingest, media_and_encoding
+from sidewatch.daemon.http import AppState, ingest, ingest_read, media_and_encoding, read_unit
+from sidewatch.daemon.pipeline import ReadUnit
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 
 log = logging.getLogger("sidewatch.nats")
@@ -76,6 +79,66 @@ def handle(
         )
         return Outcome.RETRY
     return Outcome.DUPLICATE if summary.duplicate else Outcome.STORED
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """One fetched message, as `handle` takes it."""
+
+    body: bytes
+    headers: Mapping[str, str] | None
+    received_at: int
+    key: str
+
+
+def handle_batch(app: AppState, source: str, batch: Sequence[Delivered]) -> list[Outcome]:
+    """A fetched batch through the ingest path in ONE transaction (blocking), each message's
+    outcome as `handle` would give it: what cannot be read is UNREADABLE before the store is
+    touched; the rest are committed together (STORED, or DUPLICATE for a key stored before),
+    or, on an outage, all RETRY with nothing stored. When the store refuses one message's
+    data the whole transaction is rolled back and each message goes through `handle` on its
+    own, so the refused one is REFUSED and the others land."""
+    outcomes: list[Outcome | None] = [None] * len(batch)
+    read: list[tuple[int, ReadUnit]] = []
+    for n, msg in enumerate(batch):
+        try:
+            read.append((n, _read(app, source, msg)))
+        except (InputError, TooLarge) as e:
+            # The reason names the problem (a line number, a size), never the content.
+            log.warning("JetStream message %s terminated, it cannot be read: %s", msg.key, e)
+            outcomes[n] = Outcome.UNREADABLE
+    if read:
+        try:
+            summaries = ingest_read(app, [unit for _, unit in read])
+        except StoreRefused:
+            for n, _ in read:
+                msg = batch[n]
+                outcomes[n] = handle(app, source, msg.body, msg.headers, msg.received_at, msg.key)
+        except StoreError as e:
+            log.warning(
+                "JetStream messages %s to %s (%d) not acknowledged, to be delivered again: %s",
+                batch[read[0][0]].key,
+                batch[read[-1][0]].key,
+                len(read),
+                e.reason,
+            )
+            for n, _ in read:
+                outcomes[n] = Outcome.RETRY
+        else:
+            for (n, _), summary in zip(read, summaries, strict=True):
+                outcomes[n] = Outcome.DUPLICATE if summary.duplicate else Outcome.STORED
+    return [o for o in outcomes if o is not None]
+
+
+def _read(app: AppState, source: str, msg: Delivered) -> ReadUnit:
+    head = {k.lower(): v for k, v in (msg.headers or {}).items()}
+    decoded = media_and_encoding(head.get("content-type"), head.get("content-encoding"))
+    if isinstance(decoded, str):
+        raise InputError(decoded)
+    limit = app.config.max_body_bytes
+    if len(msg.body) > limit:
+        raise TooLarge(f"message of {len(msg.body)} bytes is over the limit of {limit}")
+    return read_unit(app, source, msg.body, *decoded, msg.received_at, msg.key)
 
 
 def unit_key(stream: str, created: datetime | None, sequence: int) -> str:
@@ -246,30 +309,38 @@ class JetStreamIngest:
         self._backoff = 1.0  # a pause after this healthy session starts short again
 
     async def _batch(self, msgs: list[Msg], created: datetime | None) -> None:
+        """The fetched batch committed in one transaction, then each message acknowledged
+        (stored or stored before), terminated (never readable, or refused by the store), or
+        nak'ed (store unavailable: the whole batch, nothing of it was stored)."""
         src = self.source
-        for n, msg in enumerate(msgs):
-            if self._stopping.is_set():
-                for rest in msgs[n:]:
-                    await rest.nak()  # redelivered at once, to the next consumer
-                return
-            meta = msg.metadata
-            key = unit_key(src.stream, created, meta.sequence.stream)
-            # The time the stream stored the message stands in for missing event timestamps:
-            # a backlog published while sidewatch was down keeps its own times.
-            received_at = int(meta.timestamp.timestamp() * 1000)
-            outcome = await run_in_threadpool(
-                handle, self.app, f"nats:{src.stream}", msg.data, msg.headers, received_at, key
+        if self._stopping.is_set():
+            for msg in msgs:
+                await msg.nak()  # redelivered at once, to the next consumer
+            return
+        delivered = [
+            Delivered(
+                msg.data,
+                msg.headers,
+                # The time the stream stored the message stands in for missing event
+                # timestamps: a backlog published while sidewatch was down keeps its own times.
+                int(msg.metadata.timestamp.timestamp() * 1000),
+                unit_key(src.stream, created, msg.metadata.sequence.stream),
             )
+            for msg in msgs
+        ]
+        outcomes = await run_in_threadpool(handle_batch, self.app, f"nats:{src.stream}", delivered)
+        retry = False
+        for msg, outcome in zip(msgs, outcomes, strict=True):
             self.outcomes[outcome] += 1
             if outcome is Outcome.RETRY:
-                for rest in msgs[n:]:
-                    await rest.nak(delay=src.retry_delay_ms / 1000)
-                await self._pause(src.retry_delay_ms / 1000)
-                return
-            if outcome in (Outcome.UNREADABLE, Outcome.REFUSED):
+                retry = True
+                await msg.nak(delay=src.retry_delay_ms / 1000)
+            elif outcome in (Outcome.UNREADABLE, Outcome.REFUSED):
                 await msg.term()
             else:
                 await msg.ack()
+        if retry:
+            await self._pause(src.retry_delay_ms / 1000)
 
 
 class JetStreamCollector(Collector):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,13 +15,14 @@ from sidewatch.core.policy import Policy, select
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.report.build import IngestHealth, build_report
-from sidewatch.store.repo import RejectedLine, Store
+from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
     from sqlalchemy import Engine
 
     from sidewatch.ingest.agui import Reject
     from sidewatch.ingest.digest import RefProtector
+    from sidewatch.ingest.reader import Framed
 
 log = logging.getLogger("sidewatch.auditor")
 
@@ -57,6 +58,30 @@ def ref_protector(engine: Engine, config: Config) -> RefProtector:
     return RefProtector(key, config.role_prefixes, config.keyed_digests)
 
 
+def framed_unit(body: bytes, media_type: str | None, max_lines: int | None) -> Framed:
+    """The unit's lines, read and counted before anything is stored: InputError when it holds
+    no line, TooLarge when it has more than `max_lines`."""
+    from sidewatch.ingest.reader import frame  # noqa: PLC0415 (only ingest needs it)
+
+    framed = frame(body, media_type)
+    if not framed.items and not any(line.strip() for line in framed.lines):
+        raise InputError("the body holds no line to ingest")
+    count = len(framed.lines) + len(framed.items)
+    if max_lines is not None and count > max_lines:
+        raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
+    return framed
+
+
+@dataclass(frozen=True, slots=True)
+class ReadUnit:
+    """A unit framed and within its limits, not stored yet."""
+
+    source: str
+    framed: Framed
+    received_at: int
+    key: str | None = None
+
+
 def ingest_unit(
     store: Store,
     source: str,
@@ -72,30 +97,57 @@ def ingest_unit(
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
     A unit over `max_lines` is refused whole (TooLarge), before anything is stored. A unit
     whose `key` is already stored is a duplicate: nothing is stored again."""
-    from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
-    from sidewatch.ingest.reader import frame  # noqa: PLC0415
-
-    framed = frame(body, media_type)
-    if not framed.items and not any(line.strip() for line in framed.lines):
-        raise InputError("the body holds no line to ingest")
-    count = len(framed.lines) + len(framed.items)
-    if max_lines is not None and count > max_lines:
-        raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
+    framed = framed_unit(body, media_type, max_lines)
     with store.unit(source, received_at, key) as writer:
         if writer is None:
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
-        interpreter = Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels)
-        res = interpreter.read(framed)
-        redelivered = writer.write(
-            protect.digests(res.facts),
-            [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
-            res.kinds,
-            res.accepted,
-            res.skipped,
+        return _write(
+            writer, ReadUnit(source, framed, received_at, key), protect, max_line_bytes, labels
         )
+
+
+def ingest_units(
+    store: Store,
+    units: Sequence[ReadUnit],
+    protect: RefProtector,
+    max_line_bytes: int | None = None,
+    labels: Labels = NO_LABELS,
+) -> list[IngestSummary]:
+    """Store read units in ONE transaction, each as `ingest_unit` would (a key already stored,
+    even earlier in the same batch, is a duplicate): all of them are committed or none. A
+    StoreRefused from any of them rolls back every one."""
+    with store.units() as batch:
+        out: list[IngestSummary] = []
+        for unit in units:
+            writer = batch.unit(unit.source, unit.received_at, unit.key)
+            if writer is None:
+                out.append(IngestSummary(unit.source, 0, 0, (), {}, duplicate=True))
+            else:
+                out.append(_write(writer, unit, protect, max_line_bytes, labels))
+    return out
+
+
+def _write(
+    writer: UnitWriter,
+    unit: ReadUnit,
+    protect: RefProtector,
+    max_line_bytes: int | None,
+    labels: Labels,
+) -> IngestSummary:
+    from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
+
+    interpreter = Interpreter(unit.received_at, writer.seq_base, protect, max_line_bytes, labels)
+    res = interpreter.read(unit.framed)
+    redelivered = writer.write(
+        protect.digests(res.facts),
+        [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
+        res.kinds,
+        res.accepted,
+        res.skipped,
+    )
     kinds = {"redelivered": res.accepted + res.skipped} if redelivered else dict(res.kinds)
     return IngestSummary(
-        source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
+        unit.source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
     )
 
 

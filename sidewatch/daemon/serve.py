@@ -1,8 +1,9 @@
 """`sidewatch serve`: the HTTP API on uvicorn and the scheduled auditor on APScheduler.
 
 SIGTERM (or Ctrl-C) stops accepting connections, drains in-flight requests, lets a running
-audit tick finish, and closes the store. Everything the daemon knows is in the store, so a
-restart continues from there with nothing lost or counted twice."""
+audit tick finish, and closes the store; SIGHUP reloads the config (see daemon.reload).
+Everything the daemon knows is in the store, so a restart continues from there with nothing
+lost or counted twice."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -36,11 +38,13 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
 from sidewatch.config import Config
+from sidewatch.core.policy import Policy
 from sidewatch.core.text import cap, clean, safe
 from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.listen import bind, check_listen
 from sidewatch.daemon.pipeline import ref_protector, report
+from sidewatch.daemon.reload import key_of, reloaded
 from sidewatch.daemon.reports import write_reports
 from sidewatch.daemon.selfwatch import SelfCollector
 from sidewatch.errors import SidewatchError, StoreError
@@ -180,8 +184,17 @@ class _BuildInfo(Collector):
 class Daemon:
     """The pieces of a running daemon, wired once; `app` is the ASGI application."""
 
-    def __init__(self, config: Config, migrate: bool = True) -> None:
+    def __init__(
+        self,
+        config: Config,
+        migrate: bool = True,
+        reread: Callable[[], Config] | None = None,
+    ) -> None:
         self.config = config
+        self._reread = reread  # the config as the command line reads it again (SIGHUP)
+        self._reloads: set[asyncio.Task[None]] = set()
+        # A tick and a change of policies never overlap: the tick's verdicts are one policy's.
+        self._audit_lock = threading.Lock()
         self.engine = open_store(
             config.db_url,
             migrate=migrate,
@@ -381,10 +394,59 @@ class Daemon:
     def _audit(self, now: int) -> TickReport:
         """A tick, then (when configured) the Alertmanager push of its problem waits: sent by
         the auditor that ran the tick, so never twice."""
-        report = self.auditor.tick(now)
+        with self._audit_lock:
+            report = self.auditor.tick(now)
         if self.alerts is not None:
             push_problems(self.auditor, self.alerts, now)
         return report
+
+    def hup(self) -> None:
+        """SIGHUP (on the event loop): reload the config in a task of its own."""
+        if self._stopping:
+            return
+        task = asyncio.ensure_future(self.reload())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
+    async def reload(self) -> None:
+        """Read the config again and take what may change while running (policies, tokens,
+        limits, reports: daemon.reload.RELOADABLE); a changed key that needs a restart is
+        logged by name and keeps its old value. A config with problems changes nothing."""
+        if self._reread is None:
+            log.warning("SIGHUP: no config to reload")
+            return
+        try:
+            new = await run_in_threadpool(self._reread)
+        except SidewatchError as e:  # ConfigError: every problem, one line each
+            log.error(
+                "SIGHUP: config refused, the running one stays in force: %s",
+                " ".join(str(e).split()),
+            )
+            return
+        effective, taken, refused = reloaded(self.config, new)
+        for key in refused:
+            log.warning(
+                "SIGHUP: %s changed but takes a restart to change: its old value stays in force",
+                key,
+            )
+        if effective.policies != self.config.policies:
+            try:
+                marked = await self._in_worker(self._use_policies, effective.policies)
+            except StoreError as e:
+                log.warning("SIGHUP: policies not reloaded, the old ones stay in force: %s", e)
+                effective = replace(effective, policies=self.config.policies)
+                taken.remove(key_of("policies"))
+            else:
+                log.info("policies reloaded: the open waits of %d threads are re-audited", marked)
+        self.config = self.state.config = effective
+        log.info(
+            "SIGHUP: config reloaded: %s",
+            ", ".join(taken) if taken else "nothing that can change while running changed",
+        )
+
+    def _use_policies(self, policies: tuple[Policy, ...]) -> int:
+        with self._audit_lock:
+            return self.auditor.use_policies(policies)
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -559,13 +621,16 @@ def connection_cap(config: Config, open_files: int) -> int:
 
 
 class BoundedServer(uvicorn.Server):
-    """uvicorn that also stops cleanly on SIGHUP (reloading is not supported: a restart
-    applies a new config), and exits within `bound_s` of the first signal whatever still
-    runs (a store that stopped answering holds worker threads)."""
+    """uvicorn that calls `on_hup` on the event loop at SIGHUP (the config's reload), and
+    exits within `bound_s` of the first SIGTERM or SIGINT whatever still runs (a store that
+    stopped answering holds worker threads)."""
 
-    def __init__(self, bound_s: float, config: uvicorn.Config) -> None:
+    def __init__(
+        self, bound_s: float, config: uvicorn.Config, on_hup: Callable[[], None] = lambda: None
+    ) -> None:
         super().__init__(config)
         self.bound_s = bound_s
+        self.on_hup = on_hup
         self._bound: threading.Timer | None = None
 
     @contextmanager
@@ -574,7 +639,12 @@ class BoundedServer(uvicorn.Server):
             with super().capture_signals():
                 yield
             return
-        before = signal.signal(signal.SIGHUP, self.handle_exit)
+        loop = asyncio.get_running_loop()
+
+        def hup(sig: int, frame: FrameType | None) -> None:
+            loop.call_soon_threadsafe(self.on_hup)
+
+        before = signal.signal(signal.SIGHUP, hup)
         try:
             with super().capture_signals():
                 yield
@@ -582,14 +652,7 @@ class BoundedServer(uvicorn.Server):
             signal.signal(signal.SIGHUP, before)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if sig == signal.SIGHUP:
-            log.warning(
-                "SIGHUP: reloading the config is not supported; shutting down cleanly "
-                "(start again to apply a new config)"
-            )
         super().handle_exit(sig, frame)
-        if sig == signal.SIGHUP:  # a clean exit, not death by the signal raised again after
-            self._captured_signals.remove(sig)
         if self._bound is None:
             self._bound = threading.Timer(self.bound_s, self._give_up)
             self._bound.daemon = True
@@ -605,11 +668,16 @@ class BoundedServer(uvicorn.Server):
 
 
 def serve(
-    config: Config, log_level: int = logging.INFO, access_log: bool = False, migrate: bool = True
+    config: Config,
+    log_level: int = logging.INFO,
+    access_log: bool = False,
+    migrate: bool = True,
+    reread: Callable[[], Config] | None = None,
 ) -> None:
     """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS.
     `access_log`: one JSON line per request (uvicorn's: client, method, path, status).
-    `migrate=False` refuses a store that is not at the newest migration."""
+    `migrate=False` refuses a store that is not at the newest migration. `reread` reads the
+    config again at SIGHUP."""
     check_listen(config)
     sock = bind(config.listen)  # a taken port is one line, before anything says "serving"
     setup_logging(log_level)
@@ -618,7 +686,7 @@ def serve(
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
     cap = connection_cap(config, raise_open_files())
-    daemon = Daemon(config, migrate)
+    daemon = Daemon(config, migrate, reread)
     server = BoundedServer(
         config.shutdown_timeout_ms / 1000,
         uvicorn.Config(
@@ -637,5 +705,6 @@ def serve(
             ssl_certfile=config.tls_cert_file,
             ssl_keyfile=config.tls_key_file,
         ),
+        on_hup=daemon.hup,
     )
     server.run(sockets=[sock])

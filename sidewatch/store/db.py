@@ -94,6 +94,7 @@ def open_store(
     if engine.dialect.name == "sqlite":
         _create_private(engine)
         _sqlite_pragmas(engine, busy_timeout_ms)
+        _sqlite_same_file(engine)
     elif engine.dialect.name == "postgresql":
         _pg_deadlines(engine, limits)
     if migrate:
@@ -123,6 +124,33 @@ def _create_private(engine: Engine) -> None:
     # Already there (its mode is the operator's), or an error SQLite then says better.
     with contextlib.suppress(OSError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _sqlite_same_file(engine: Engine) -> None:
+    """A pooled connection to a file since deleted or replaced (the store recreated empty
+    under the daemon) is never used: it would write to a file nobody can open again, and a
+    `200` would be a lie. The pool replaces it; the new connection finds the store as it is
+    now (no schema: every write a 503, /readyz not ready)."""
+    path = sqlite_file(engine)
+    if path is None:
+        return
+
+    @event.listens_for(engine, "connect")
+    def _remember(_dbapi_conn: Any, record: Any) -> None:
+        record.info["sidewatch_file"] = _file_identity(path)
+
+    @event.listens_for(engine, "checkout")
+    def _same(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if record.info.get("sidewatch_file") != _file_identity(path):
+            raise DisconnectionError("the SQLite file was deleted or replaced")
 
 
 def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:

@@ -214,6 +214,18 @@ def _insert_unit(conn: Connection, source: str, received_at: int, key: str | Non
     return None if row is None else int(row[0])
 
 
+class UnitBatch:
+    """The open transaction of a batch of units (`Store.units`)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def unit(self, source: str, received_at: int, key: str | None = None) -> UnitWriter | None:
+        """The next unit's writer, or None when its `key` is already stored."""
+        unit_id = _insert_unit(self.conn, source[:512], received_at, key)
+        return None if unit_id is None else UnitWriter(self.conn, unit_id)
+
+
 class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -236,6 +248,19 @@ class Store:
         ):
             unit_id = _insert_unit(conn, source[:512], received_at, key)
             yield None if unit_id is None else UnitWriter(conn, unit_id)
+
+    @contextmanager
+    def units(self) -> Iterator[UnitBatch]:
+        """Many units in one transaction: every one of them is stored, or none (any error
+        rolls back all of them). Keys work as in `unit`."""
+        with (
+            classified(
+                "store unavailable, nothing of the batch was stored",
+                "the store refused the data of a unit of the batch, nothing of it was stored",
+            ),
+            self.engine.begin() as conn,
+        ):
+            yield UnitBatch(conn)
 
     def counts(self) -> dict[str, int]:
         """Rows per fact table, for summaries and tests."""

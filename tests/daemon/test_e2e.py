@@ -62,7 +62,7 @@ def _start(
             stderr=err,
         )
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # a loaded 2-core machine may take 20 s and more
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/healthz", timeout=1, verify=tls or True).status_code == 200:

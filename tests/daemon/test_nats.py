@@ -29,7 +29,7 @@ from sidewatch.store.repo import Store
 from tests.daemon.test_e2e import Server, _stop, _wait_for
 from tests.daemon.test_e2e import _start as _serve
 from tests.daemon.test_store_refusals import LEAKS, POISON
-from tests.storefaults import refusing_thread
+from tests.storefaults import impatient, refusing_thread, writes_blocked
 
 NATS_URL = "nats://127.0.0.1:4222"
 SECRET = "s3cret-tool-argument-7f1d"  # must never reach the logs
@@ -383,3 +383,83 @@ def test_a_message_the_store_refuses_is_terminated_and_the_ones_behind_it_land(
     assert 1 == log.count("terminated, the store refused its data: IntegrityError")
     for leak in LEAKS:
         assert leak not in log
+
+
+def _transactions(pg_url: str) -> list[str]:
+    """The transaction that stored each NATS unit, in unit order (PostgreSQL's `xmin`)."""
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT xmin::text FROM unit WHERE source LIKE 'nats:%%' ORDER BY id"
+            ).fetchall()
+    finally:
+        engine.dispose()
+    return [str(r[0]) for r in rows]
+
+
+def test_a_fetched_batch_is_committed_in_one_transaction_each_message_acked_by_its_outcome(
+    tmp_path: Path, stream: Stream, pg_url: str
+) -> None:
+    # 24 messages, fetched 8 at a time: among them one stored before (a crash before its
+    # ack), one that cannot be read and one with a rejected line
+    half_bad = b"".join(json.dumps(x).encode() + b"\n" for x in _lines(5)) + b"{nope\n"
+    bodies = [_message(n) for n in range(24)]
+    bodies[3] = (SECRET.encode(), {"Content-Encoding": "gzip"})
+    bodies[5] = half_bad
+    _publish(stream, *bodies)
+    created = _js(lambda js: js.stream_info(stream.name)).created
+    engine = open_store(pg_url)
+    stored_before = unit_key(stream.name, created, 10)
+    body = bodies[9]
+    ingest_unit(
+        Store(engine),
+        "nats:crashed",
+        body if isinstance(body, bytes) else gzip.decompress(body[0]),
+        1_000,
+        ref_protector(engine, Config()),
+        key=stored_before,
+    )
+    engine.dispose()
+
+    ingested, settled, units, info, metrics, log = _consume_three(tmp_path, stream, pg_url)
+    transactions = _transactions(pg_url)
+
+    assert (ingested, settled) == (True, True)
+    # every readable message once, the one stored before not again
+    assert [unit_key(stream.name, created, s) for s in range(1, 25) if s != 4] == sorted(
+        (u[0] for u in units), key=lambda k: int(k.rsplit(":", 1)[1])
+    )
+    assert (2, 1) == next((u[2], u[3]) for u in units if u[0].endswith(":6"))
+    # three fetches, three transactions (the unit stored before the crash has its own)
+    assert 4 == len(set(transactions))
+    for outcome, n in (("stored", 22), ("duplicate", 1), ("unreadable", 1), ("retry", 0)):
+        assert f'sidewatch_jetstream_messages_total{{outcome="{outcome}"}} {n}.0' in metrics
+    # 24 deliveries for 24 messages: every one acknowledged or terminated at once
+    assert (0, 0, 24) == (info.num_pending, info.num_ack_pending, info.delivered.consumer_seq)
+    assert SECRET not in log
+
+
+def test_a_store_outage_mid_batch_naks_the_whole_batch_and_nothing_of_it_is_stored(
+    tmp_path: Path, stream: Stream, pg_url: str
+) -> None:
+    # The units' rows go in, then their facts meet a lock held by another client: the
+    # batch's transaction fails part-way through.
+    open_store(pg_url).dispose()
+    with writes_blocked(pg_url, "run_fact"):
+        _publish(stream, *(_message(n) for n in range(8)))  # one fetch takes all eight
+        server = _start(tmp_path, stream, impatient(pg_url))
+        refused = _wait_for(lambda: "(8) not acknowledged" in server.log.read_text())
+        during = _units(pg_url)
+    try:
+        stored = _wait_for(lambda: len(_units(pg_url)) >= 8)
+        settled = _wait_for(lambda: _settled(stream))
+        time.sleep(3)
+        after = _units(pg_url)
+        metrics = httpx.get(f"{server.url}/metrics").text
+    finally:
+        _stop(server)
+
+    assert (refused, stored, settled) == (True, True, True)
+    assert ([], 8, 8) == (during, len({u[0] for u in after}), len(after))
+    assert 'sidewatch_jetstream_messages_total{outcome="stored"} 8.0' in metrics
