@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import orjson
 
 from sidewatch.core.facts import (
+    VIA_EDITED,
     AnswerFact,
     FindingFact,
     InterruptFact,
@@ -37,7 +38,7 @@ from sidewatch.core.facts import (
     ThreadFacts,
     key_hash,
 )
-from sidewatch.core.health import classify
+from sidewatch.core.health import Replay, classify
 from sidewatch.core.model import (
     CLOSED_STATES,
     ActionChange,
@@ -60,6 +61,7 @@ Key = tuple[int, int]
 _RUN_STEPS = {
     RunMark.STARTED: RunStep.STARTED,
     RunMark.FINISHED: RunStep.FINISHED,
+    RunMark.INTERRUPTED: RunStep.INTERRUPTED,
     RunMark.ERROR: RunStep.ERROR,
 }
 
@@ -91,6 +93,9 @@ class _Built:
     by_id: dict[str, list[_Wait]] = field(default_factory=dict)
     waits: list[_Wait] = field(default_factory=list)
     extra: list[tuple[_Wait, Decision]] = field(default_factory=list)  # lone answers
+    # run → the gated calls its input answered (resume[] and tool messages), and asked for
+    answered_calls: dict[str, set[str]] = field(default_factory=dict)
+    asked_calls: dict[str, set[str]] = field(default_factory=dict)
 
 
 def oracle_verdicts(
@@ -130,6 +135,13 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     steps += [(a.at, a.seq, 2, n, a) for n, a in enumerate(lone)]
     steps.sort(key=lambda s: s[:4])
     b = _Built(facts)
+    for i in facts.interrupts:
+        if i.tool_call_id is not None:
+            b.asked_calls.setdefault(i.run_id, set()).add(i.tool_call_id)
+    for a in facts.answers:
+        for i in facts.interrupts:
+            if i.interrupt_id == a.interrupt_id and i.tool_call_id is not None:
+                b.answered_calls.setdefault(a.run_id, set()).add(i.tool_call_id)
     legacy: list[AnswerFact] = []
     findings: list[FindingFact] = []
     for at, seq, kind, _, fact in steps:
@@ -189,7 +201,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
             a = fact
             open_then = [w for w in b.waits if w.key < key and _open_at(w, b, policy_for, key)]
             if len(open_then) == 1:
-                d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True)
+                d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True, a.via == VIA_EDITED)
                 b.extra.append((open_then[0], d))
 
     facts = b.facts
@@ -237,8 +249,14 @@ def _wait_findings(
     ]
     answering = {a.run_id for a in facts.answers if _answer_wait(a, b.by_id) is w} | lone_runs
     errored = {r.run_id for r in facts.runs if r.mark is RunMark.ERROR}
-    if answering & errored:
+    ev = _evidence(w, b)
+    replay = Replay(ev, policy_for(ev.action, ev.reason))
+    for item in sorted(ev.items, key=lambda i: (i.at, i.seq)):
+        replay.feed(item)
+    if (answering - replay.repeats) & errored:
         rules.append("resume_rejected")
+    if replay.repeats & errored:
+        rules.append("repeated_answer_rejected")
     later = _later_runs(w, facts.runs)
     for r in sorted(facts.runs, key=lambda r: (r.at, r.seq)):
         if (
@@ -311,7 +329,8 @@ def _items(w: _Wait, b: _Built) -> list[Item]:
             items.append(Receipt(s.at, s.seq))
     for a in facts.answers:
         if _answer_wait(a, b.by_id) is w:
-            items.append(Decision(a.at, a.seq, a.code, a.digest, run_id=a.run_id))
+            edited = a.via == VIA_EDITED
+            items.append(Decision(a.at, a.seq, a.code, a.digest, run_id=a.run_id, edited=edited))
     for h in facts.heartbeats:
         if h.run_id is None or (h.run_id in w.runs and (h.at, h.seq) >= w.runs[h.run_id]):
             items.append(Heartbeat(h.at, h.seq, h.handle))
@@ -320,12 +339,28 @@ def _items(w: _Wait, b: _Built) -> list[Item]:
         step = _RUN_STEPS.get(r.mark)
         if step is not None and r.run_id in later:
             again = r.run_id in w.runs and (r.at, r.seq) >= w.runs[r.run_id]
-            items.append(RunEvent(r.at, r.seq, r.run_id, step, reannounced=again))
+            others = step in (RunStep.FINISHED, RunStep.INTERRUPTED) and _others_reported(w, r, b)
+            items.append(RunEvent(r.at, r.seq, r.run_id, step, again, others))
     if w.first.tool_call_id is not None:
         for t in facts.tool_results:
             if t.tool_call_id == w.first.tool_call_id and t.run_id != w.first.run_id:
                 items.append(RunEvent(t.at, t.seq, t.run_id, RunStep.TOOL_RESULT))
     return items
+
+
+def _others_reported(w: _Wait, r: RunFact, b: _Built) -> bool:
+    """Run `r` reported, before it ended, the result of a gated call its input answered other
+    than this wait's, and did not ask for this wait's call again."""
+    call = w.first.tool_call_id
+    if call is None or call in b.asked_calls.get(r.run_id, set()):
+        return False
+    return any(
+        t.run_id == r.run_id
+        and (t.at, t.seq) < (r.at, r.seq)
+        and t.tool_call_id != call
+        and t.tool_call_id in b.answered_calls.get(r.run_id, set())
+        for t in b.facts.tool_results
+    )
 
 
 def _later_runs(w: _Wait, runs: tuple[RunFact, ...]) -> set[str]:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from sidewatch.core.facts import (
+    VIA_EDITED,
     AnswerFact,
     FindingFact,
     HeartbeatFact,
@@ -53,8 +54,11 @@ Pos = tuple[int, int, int, int, int]  # at, seq, kind, index, sub-index: the wal
 _RUN_STEPS = {
     RunMark.STARTED: RunStep.STARTED,
     RunMark.FINISHED: RunStep.FINISHED,
+    RunMark.INTERRUPTED: RunStep.INTERRUPTED,
     RunMark.ERROR: RunStep.ERROR,
 }
+_ENDS = (RunStep.FINISHED, RunStep.INTERRUPTED)
+FINDING_REPEAT = "repeated_answer_rejected"
 
 # What happens at one instant, in this order: announcements, then the questions asked of the
 # waits as they were just before it, then the items (in the order a timeline lists them).
@@ -110,6 +114,7 @@ class _Pass:
     first_seen: dict[str, Key] = field(default_factory=dict)  # run → its first run fact
     calls: dict[tuple[str, str], ToolCallFact] = field(default_factory=dict)
     latest: dict[str, ToolCallFact] = field(default_factory=dict)
+    gated: GatedCalls = field(default_factory=lambda: GatedCalls({}, {}))
     # The walk.
     waits: list[_Wait] = field(default_factory=list)
     by_id: dict[str, list[_Wait]] = field(default_factory=dict)
@@ -123,6 +128,7 @@ class _Pass:
     for_request: dict[str, list[tuple[Pos, Item]]] = field(default_factory=dict)
     heartbeats: dict[str | None, list[tuple[Pos, Item]]] = field(default_factory=dict)
     results: dict[str, list[tuple[Pos, ToolResultFact]]] = field(default_factory=dict)
+    run_results: dict[str, set[str]] = field(default_factory=dict)  # run → calls with results
     lone_runs: set[str] = field(default_factory=set)
     findings: list[FindingFact] = field(default_factory=list)
     crossed: bool = False  # past `now`: the verdicts are taken
@@ -156,6 +162,7 @@ class _Pass:
         self.latest = {
             c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))
         }
+        self.gated = gated_calls(facts, answers)
         finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
         # A run's answers for the lone-answer rule, counted before legacy resumes resolve.
         counts: dict[str, int] = {}
@@ -325,7 +332,7 @@ class _Pass:
         if len(open_then) != 1:
             return []
         self.lone_runs.add(a.run_id)
-        d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True)
+        d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True, a.via == VIA_EDITED)
         return [((a.at, a.seq, _LONE_ANSWER, pos[3], 0), (open_then[0], d))]
 
     def _input(self, r: RunFact) -> None:
@@ -345,7 +352,15 @@ class _Pass:
             self._to_interrupt(
                 pos,
                 fact.interrupt_id,
-                Decision(fact.at, fact.seq, fact.code, fact.digest, fact.run_id),
+                Decision(
+                    fact.at,
+                    fact.seq,
+                    fact.code,
+                    fact.digest,
+                    fact.run_id,
+                    False,
+                    fact.via == VIA_EDITED,
+                ),
             )
         elif isinstance(fact, SignalFact):
             self._signal(pos, fact)
@@ -361,6 +376,7 @@ class _Pass:
             self._run(fact)
         elif isinstance(fact, ToolResultFact):
             self.results.setdefault(fact.tool_call_id, []).append((pos, fact))
+            self.run_results.setdefault(fact.run_id, set()).add(fact.tool_call_id)
             for w in self.by_call.get(fact.tool_call_id, ()):
                 if fact.run_id != w.first.run_id:
                     self._feed(w, RunEvent(fact.at, fact.seq, fact.run_id, RunStep.TOOL_RESULT))
@@ -403,10 +419,15 @@ class _Pass:
             if w.replay.closed is State.RESUMED and w.key < first:
                 targets.append(w)
         step = _RUN_STEPS[r.mark]
+        reported = self.run_results.get(r.run_id, set()) if step in _ENDS else set()
         for w in targets:
             if w.first.run_id != r.run_id:
                 again = r.run_id in w.runs
-                self._feed(w, RunEvent(r.at, r.seq, r.run_id, step, reannounced=again))
+                others = bool(reported) and self.gated.others_reported(
+                    r.run_id, w.header.tool_call_id, reported
+                )
+                item = RunEvent(r.at, r.seq, r.run_id, step, again, others)
+                self._feed(w, item)
 
     def _take_verdict(self, w: _Wait) -> None:
         if w.error is None:
@@ -466,8 +487,11 @@ class _Pass:
         out = []
         for w in self.waits:
             rules = [f.rule for f in noticed.get(w.first.interrupt_id, ()) if f.run_id in w.runs]
-            if w.answering & errored:
+            repeats = w.replay.repeats
+            if (w.answering - repeats) & errored:
                 rules.append("resume_rejected")
+            if repeats & errored:  # an answer repeated after its continuation ended
+                rules.append(FINDING_REPEAT)
             if w.ignoring - w.answering:
                 rules.append("run_ignores_open_interrupt")
             found = tuple(dict.fromkeys(rules))
@@ -478,6 +502,39 @@ class _Pass:
                 v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
             out.append(Evaluated(ev, v, w.error))
         return ThreadVerdicts(tuple(out), tuple(self.findings))
+
+
+@dataclass(frozen=True, slots=True)
+class GatedCalls:
+    """Which gated calls each run's input answered (`resume[]` entries and tool messages,
+    by the interrupts' tool-call ids) and asked for (its interrupts), from the whole thread."""
+
+    answered: dict[str, frozenset[str]]
+    asked: dict[str, frozenset[str]]
+
+    def others_reported(self, run: str, call: str | None, reported: set[str]) -> bool:
+        """The run reported a result (one of `reported`) of another gated call its input
+        answered, and did not ask for `call` again: evidence it drops `call` if it ends
+        without that call's result."""
+        if call is None or call in self.asked.get(run, ()):
+            return False
+        return any(c != call for c in self.answered.get(run, frozenset()) & reported)
+
+
+def gated_calls(facts: ThreadFacts, answers: Iterable[AnswerFact]) -> GatedCalls:
+    calls: dict[str, set[str]] = {}
+    asked: dict[str, set[str]] = {}
+    for i in facts.interrupts:
+        if i.tool_call_id is not None:
+            calls.setdefault(i.interrupt_id, set()).add(i.tool_call_id)
+            asked.setdefault(i.run_id, set()).add(i.tool_call_id)
+    answered: dict[str, set[str]] = {}
+    for a in answers:
+        answered.setdefault(a.run_id, set()).update(calls.get(a.interrupt_id, ()))
+    return GatedCalls(
+        {k: frozenset(v) for k, v in answered.items()},
+        {k: frozenset(v) for k, v in asked.items()},
+    )
 
 
 def _answer(lr: LegacyResumeFact, interrupt_id: str, code: Code, digest: str | None) -> AnswerFact:

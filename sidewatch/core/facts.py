@@ -68,6 +68,9 @@ class RunFact:
     seq: int
 
 
+VIA_EDITED = "resume_edited"  # an answer's `via`: an accept carrying `editedArgs`
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerFact:
     """A resume entry: the input of run `run_id` answered interrupt `interrupt_id`."""
@@ -79,7 +82,9 @@ class AnswerFact:
     at: int
     seq: int
     digest: str | None = None
-    via: str = "resume"  # "resume": a resume[] entry; "tool_message": ADK's tool message
+    # "resume": a resume[] entry; "resume_edited": one accepting edited arguments;
+    # "tool_message": ADK's tool message
+    via: str = "resume"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,6 +53,7 @@ class _Acc:
         "dropped",
         "failed_at",
         "failure_at",
+        "failure_cause",
         "findings",
         "handle",
         "handle_lost_at",
@@ -63,7 +64,9 @@ class _Acc:
         "original",
         "pending_receipt",
         "receipt_at",
+        "repeats",
         "route_seen",
+        "settled",
         "tool_result_runs",
         "uncertain_answer",
     )
@@ -91,10 +94,15 @@ class _Acc:
         self.pending_receipt: int | None = None
         self.receipt_at: int | None = None
         self.failure_at: int | None = None
+        self.failure_cause: str | None = None  # why the latest continuation failed
         self.last_cont: str | None = None  # "receipt" | "failure": the latest attempt decides
         self.closed: State | None = None
         self.closed_at = 0
         self.consumed = False
+        # A run consumed the accept and ended without failing: later runs that answer it
+        # again only repeat the answer (their failure is a finding, not a failed continuation).
+        self.settled = False
+        self.repeats: set[str] = set()
         self.dropped = False
         self.uncertain_answer = False
         self.findings: list[str] = []
@@ -134,6 +142,11 @@ class Replay:
     def closed(self) -> State | None:
         """The closed state the evidence so far put the wait in (time alone never closes)."""
         return self.acc.closed
+
+    @property
+    def repeats(self) -> frozenset[str]:
+        """Runs whose input answered the wait again after its continuation had ended."""
+        return frozenset(self.acc.repeats)
 
     def feed(self, item: Item) -> None:
         """Apply the next item; items come in (at, seq) order."""
@@ -228,6 +241,9 @@ def _apply(acc: _Acc, item: Item, ev: WaitEvidence, policy: Policy) -> None:
 
 def _decide(acc: _Acc, d: Decision, ev: WaitEvidence) -> None:
     if d.run_id is not None:
+        if acc.settled and d.run_id not in acc.answer_runs:
+            acc.repeats.add(d.run_id)  # not a continuation: the wait is settled
+            return
         acc.answer_runs.setdefault(d.run_id, d.code)
     if ev.expires_at is not None and d.at >= ev.expires_at and acc.closed is None:
         _finding(acc, FINDING_LATE_ANSWER)
@@ -259,25 +275,39 @@ def _run_event(acc: _Acc, r: RunEvent, ev: WaitEvidence, policy: Policy) -> None
             _receipt(acc, r.at, ev)
     elif r.step is RunStep.ERROR:
         if answered is Code.ACCEPT:
-            _failure(acc, r.at)
+            _failure(acc, r.at, "run_error")
     elif r.reannounced:
         return  # the run asked for the same wait again: it did not move past it
     elif answered is Code.ACCEPT:
-        if (
-            _receipt_kind(policy, ev) is ReceiptKind.TOOL_RESULT
-            and r.run_id not in acc.tool_result_runs
-        ):
-            _failure(acc, r.at)  # finished without the receipt its policy requires
-        elif acc.last_cont != "receipt":
-            _receipt(acc, r.at, ev)
+        _continuation_ended(acc, r, ev, policy)
+    elif r.step is RunStep.INTERRUPTED:
+        return  # a run that stops for input moves past nothing
     elif answered is None and acc.closed is None and acc.last_cont != "receipt":
         # A later run completed while this wait was open and did not consume an answer for it.
         if acc.accept is not None:
-            _failure(acc, r.at)  # moved on without consuming the decision
+            _failure(acc, r.at, "moved_on")  # moved on without consuming the decision
         else:
             acc.dropped = True
             _finding(acc, FINDING_DROPPED)
             _close(acc, State.CANCELLED, r.at)
+
+
+def _continuation_ended(acc: _Acc, r: RunEvent, ev: WaitEvidence, policy: Policy) -> None:
+    """The run whose input carried the accept ended, in success or with a new interrupt.
+    Without the gated call's result it dropped the call when that result is the receipt
+    (policy or producer), or when it reported the results of the other calls answered with
+    this one (the producer evidently reports them); otherwise its start stays the receipt."""
+    if r.run_id not in acc.tool_result_runs:
+        if _receipt_kind(policy, ev) is ReceiptKind.TOOL_RESULT:
+            _failure(acc, r.at, "no_tool_result")
+            return
+        if r.others_reported and ev.tool_call_id is not None:
+            _failure(acc, r.at, "dropped_in_resume")
+            return
+    if r.step is RunStep.FINISHED and acc.last_cont != "receipt":
+        _receipt(acc, r.at, ev)
+    if acc.closed is State.RESUMED:
+        acc.settled = True
 
 
 def _receipt_kind(policy: Policy, ev: WaitEvidence) -> ReceiptKind:
@@ -296,10 +326,10 @@ def _receipt(acc: _Acc, at: int, ev: WaitEvidence) -> None:
     _close(acc, State.RESUMED, acc.receipt_at)
 
 
-def _failure(acc: _Acc, at: int) -> None:
+def _failure(acc: _Acc, at: int, cause: str) -> None:
     if acc.accept is None or acc.closed not in (None, State.RESUMED):
         return
-    acc.failure_at, acc.last_cont = at, "failure"
+    acc.failure_at, acc.last_cont, acc.failure_cause = at, "failure", cause
     if acc.closed is State.RESUMED:
         acc.closed = None  # the one way a closed wait reopens
 
@@ -460,6 +490,10 @@ def _verdict(
         decided_at=acc.decided_at,
         receipt_at=acc.receipt_at,
         continuation_failed=acc.last_cont == "failure",
+        continuation_failure=acc.failure_cause if acc.last_cont == "failure" else None,
+        action_edited=(
+            acc.accept is not None and acc.accept.edited and acc.decision is Code.ACCEPT
+        ),
     )
     return Verdict(
         request_id=ev.request_id,

@@ -123,6 +123,7 @@ class Decision:
     digest: str | None = None  # the digest the person approved, when the answer names it
     run_id: str | None = None  # the continuing run whose input carried this answer
     uncertain: bool = False  # matched by the lone-answer rule, not by id
+    edited: bool = False  # an accept of the edited action (`editedArgs`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,7 @@ class Receipt:
 class RunStep(StrEnum):
     STARTED = "started"
     FINISHED = "finished"  # finished with no outcome or `success`
+    INTERRUPTED = "interrupted"  # finished with a (new) interrupt outcome
     ERROR = "error"
     TOOL_RESULT = "tool_result"  # TOOL_CALL_RESULT of the wait's gated call in this run
 
@@ -167,6 +169,9 @@ class RunEvent:
     run_id: str
     step: RunStep
     reannounced: bool = False  # on FINISHED: the run announced this wait again
+    # On FINISHED/INTERRUPTED: the run reported the TOOL_CALL_RESULT of another gated call its
+    # input answered, none for this wait's call, and did not ask for this call again.
+    others_reported: bool = False
 
 
 Item = Route | Decision | ActionChange | Heartbeat | Receipt | RunEvent
@@ -220,6 +225,12 @@ class Facts:
     decided_at: int | None
     receipt_at: int | None
     continuation_failed: bool
+    # Why the continuation failed (None: it did not): `run_error`, `no_tool_result` (the run
+    # ended without the gated call's result, which the policy or the producer requires),
+    # `dropped_in_resume` (the run reported the results of the other calls answered with
+    # this one, not this one's), `moved_on` (a later run completed without consuming it).
+    continuation_failure: str | None = None
+    action_edited: bool = False  # the approved action is the edited one (`editedArgs`)
 
 
 @dataclass(frozen=True, slots=True)

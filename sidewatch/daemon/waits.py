@@ -121,6 +121,7 @@ def _describe(item: Item) -> dict[str, Any]:
             "runId": item.run_id,
             "actionDigest": item.digest,
             "uncertain": item.uncertain,
+            "edited": item.edited,
         }
     if isinstance(item, ActionChange):
         return {"kind": "action", "actionDigest": item.digest}

@@ -68,6 +68,7 @@ FINDING_RULES = (
     "interrupt_reported_as_success",
     "legacy_interrupt_without_id",
     "legacy_resume_ambiguous",
+    "repeated_answer_rejected",
     "resume_rejected",
     "run_ignores_open_interrupt",
 )

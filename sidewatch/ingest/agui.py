@@ -18,6 +18,7 @@ from ag_ui.core import EventType, Interrupt, RunAgentInput, RunFinishedInterrupt
 from pydantic import BaseModel, ValidationError
 
 from sidewatch.core.facts import (
+    VIA_EDITED,
     AnswerFact,
     Fact,
     FindingFact,
@@ -48,6 +49,7 @@ from sidewatch.ingest.dialects import (
     crewai_interrupt,
     first_outcome_decision,
     is_crewai,
+    is_maf_approval,
     legacy_interrupt,
     legacy_resume,
 )
@@ -87,8 +89,6 @@ _PREFIX = b'{"type":"'
 _BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
 _ARGS = b'{"type":"TOOL_CALL_ARGS"'
 M = TypeVar("M", bound=BaseModel)
-# An accept whose payload carries `editedArgs`: the approved action is the edited one.
-VIA_EDITED = "resume_edited"
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,7 +553,8 @@ class Interpreter:
         (or the dialect's own), its digest the producer's fingerprint or the computed one."""
         meta = {} if meta is None else meta
         original = self._adk.get((thread, tool_call_id or "")) or adk_original_of_meta(meta)
-        tool_result_receipt = original is not None
+        # ADK and Agent Framework consume an approval with the gated call's result.
+        tool_result_receipt = original is not None or is_maf_approval(meta)
         if original is not None:  # ADK: the action is the call awaiting confirmation
             tool_call_id, action, digest = original.call_id, original.name, original.digest
         elif tool_call_id is not None and action is None:

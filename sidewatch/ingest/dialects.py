@@ -164,6 +164,21 @@ def adk_answer(message: Any) -> tuple[str, Code] | None:
     return call_id, Code.ACCEPT if value["confirmed"] else Code.DECLINE
 
 
+# --- Agent Framework (agent-framework-ag-ui) -------------------------------------------------
+#
+# An approval's 1.0 interrupt carries `metadata.agent_framework.type:
+# "function_approval_request"`. Agent Framework reports every approved call it runs with a
+# `TOOL_CALL_RESULT`, so for such a wait that result is the receipt, as for ADK.
+
+MAF_APPROVAL = "function_approval_request"
+
+
+def is_maf_approval(meta: dict[str, Any]) -> bool:
+    """A 1.0 interrupt's metadata of an Agent Framework tool approval."""
+    af = meta.get("agent_framework")
+    return isinstance(af, dict) and af.get("type") == MAF_APPROVAL
+
+
 # --- ag-ui-crewai --------------------------------------------------------------------------
 #
 # By default a crewai `@human_feedback` pause is announced by `CUSTOM on_interrupt` whose

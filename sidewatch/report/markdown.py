@@ -81,9 +81,16 @@ def _wait(p: dict[str, Any], base: str | None = None) -> list[str]:
         f"- **Evidence:** requested {_v(e['requestedAt'])}, expires {_v(e['expiresAt'])}; "
         f"route {_v(e['route'])} to {_v(e['approverRef'])}; resume handle "
         f"{'held' if e['resumeHandle'] else 'none'}, last heartbeat "
-        f"{_v(e['lastHeartbeatAt'])}; decision {_v(e['decision'])} at {_v(e['decidedAt'])}; "
-        f"receipt {_v(e['receiptAt'])}"
-        + ("; the continuation failed" if e["continuationFailed"] else ""),
+        f"{_v(e['lastHeartbeatAt'])}; decision {_v(e['decision'])}"
+        f"{' (of the edited action)' if e.get('actionEdited') else ''} at "
+        f"{_v(e['decidedAt'])}; receipt {_v(e['receiptAt'])}"
+        + (
+            f"; the continuation failed ({_v(e['continuationFailure'])})"
+            if e["continuationFailed"] and e.get("continuationFailure")
+            else "; the continuation failed"
+            if e["continuationFailed"]
+            else ""
+        ),
         f"- **Thresholds:** resume grace {t['resumeGraceSeconds']} s, heartbeat freshness "
         f"{t['heartbeatFreshnessSeconds']} s, route grace {t['routeGraceSeconds']} s",
     ]

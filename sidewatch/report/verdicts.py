@@ -89,6 +89,8 @@ def evidence_json(v: Verdict) -> dict[str, Any]:
         "decidedAt": iso(f.decided_at),
         "receiptAt": iso(f.receipt_at),
         "continuationFailed": f.continuation_failed,
+        "continuationFailure": f.continuation_failure,
+        "actionEdited": f.action_edited,
     }
 
 

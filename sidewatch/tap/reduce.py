@@ -199,6 +199,9 @@ def _metadata(meta: dict[str, Any]) -> dict[str, Any]:
     if isinstance(call, dict):
         kept = {k: call[k] for k in ("id", "name", "args") if k in call}
         out["adk"] = {"originalFunctionCall": kept}
+    af = meta.get("agent_framework")
+    if isinstance(af, dict) and af.get("type") == "function_approval_request":
+        out["agent_framework"] = {"type": "function_approval_request"}  # a fixed word only
     return out
 
 

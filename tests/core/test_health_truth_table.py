@@ -124,6 +124,13 @@ def tool_result(at: int, run: str) -> RunEvent:
     return RunEvent(at, 0, run, RunStep.TOOL_RESULT)
 
 
+def ended(at: int, run: str, *, others_reported: bool, interrupted: bool = False) -> RunEvent:
+    """The run finished (or ended with a new interrupt); `others_reported`: it reported the
+    results of other gated calls its input answered, not this wait's."""
+    step = RunStep.INTERRUPTED if interrupted else RunStep.FINISHED
+    return RunEvent(at, 0, run, step, others_reported=others_reported)
+
+
 # --- policies ----------------------------------------------------------------------------
 
 DEFAULT = DEFAULT_POLICY
@@ -632,6 +639,70 @@ TRUTH_TABLE = [
         ),
         DEFAULT,
         t(30),
+        (RESUMED, None, t(10, 1), CERTAIN, NOTHING),
+    ),
+    (
+        "STUCK when the continuing run reported the other answered calls' results, not this one",
+        wait(
+            *LIVE,
+            accept(t(10), run="run-2"),
+            started(t(10, 1), "run-2"),
+            ended(t(11), "run-2", others_reported=True),
+        ),
+        DEFAULT,
+        t(12),
+        (STUCK, None, t(11), CERTAIN, NOTHING),
+    ),
+    (
+        "STUCK when that run ended with a new interrupt outcome instead",
+        wait(
+            *LIVE,
+            accept(t(10), run="run-2"),
+            started(t(10, 1), "run-2"),
+            ended(t(11), "run-2", others_reported=True, interrupted=True),
+        ),
+        DEFAULT,
+        t(12),
+        (STUCK, None, t(11), CERTAIN, NOTHING),
+    ),
+    (
+        "STUCK when a run ended with a new interrupt without the result the policy requires",
+        wait(
+            *LIVE,
+            accept(t(10), run="run-2"),
+            started(t(10, 1), "run-2"),
+            ended(t(11), "run-2", others_reported=False, interrupted=True),
+        ),
+        TOOL_RESULT_RECEIPT,
+        t(12),
+        (STUCK, None, t(11), CERTAIN, NOTHING),
+    ),
+    (
+        "RESUMED when the continuing run reported no result at all (no evidence of a drop)",
+        wait(
+            *LIVE,
+            accept(t(10), run="run-2"),
+            started(t(10, 1), "run-2"),
+            ended(t(11), "run-2", others_reported=False),
+        ),
+        DEFAULT,
+        t(12),
+        (RESUMED, None, t(10, 1), CERTAIN, NOTHING),
+    ),
+    (
+        "RESUMED when a run that repeats the consumed answer fails (the wait was settled)",
+        wait(
+            *LIVE,
+            accept(t(10), run="run-2"),
+            started(t(10, 1), "run-2"),
+            tool_result(t(10, 2), "run-2"),
+            finished(t(11), "run-2"),
+            accept(t(12), run="run-3"),
+            started(t(12, 1), "run-3"),
+            errored(t(12, 2), "run-3"),
+        ),
+        DEFAULT,
+        t(13),
         (RESUMED, None, t(10, 1), CERTAIN, NOTHING),
     ),
     # --- CLOSED_BY_DECLINE ---------------------------------------------------------------

@@ -46,6 +46,8 @@ EVIDENCE_KEYS = {
     "decidedAt",
     "receiptAt",
     "continuationFailed",
+    "continuationFailure",
+    "actionEdited",
 }
 
 

@@ -694,6 +694,8 @@ EVIDENCE_FIELDS = {
     "decidedAt",
     "receiptAt",
     "continuationFailed",
+    "continuationFailure",
+    "actionEdited",
 }
 
 

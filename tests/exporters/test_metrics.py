@@ -18,7 +18,7 @@ from sidewatch.config import Config
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
-from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
+from sidewatch.exporters.prometheus import FINDING_RULES, AlertPushCollector, SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -208,6 +208,24 @@ def test_every_closed_state_counter_starts_at_zero_on_an_empty_store(store: Stor
     assert dict.fromkeys(CLOSED_STATES, 0.0) == {
         dict(labels)["state"]: value for labels, value in closed.items()
     }
+
+
+def test_every_finding_rule_is_present_with_zero_on_an_empty_store(store: Store) -> None:
+    auditor = Auditor(store, Config().policies)
+
+    findings = samples(scrape(auditor), "sidewatch_protocol_findings_total")
+
+    assert "repeated_answer_rejected" in FINDING_RULES
+    assert dict.fromkeys(FINDING_RULES, 0.0) == {
+        dict(labels)["rule"]: value for labels, value in findings.items()
+    }
+
+
+def test_the_readme_lists_every_finding_rule() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (row,) = [line for line in readme.splitlines() if "`sidewatch_protocol_findings_total`" in line]
+
+    assert [] == [rule for rule in FINDING_RULES if f"`{rule}`" not in row]
 
 
 def test_the_reference_audit_reads_one_wait_in_each_state(store: Store) -> None:

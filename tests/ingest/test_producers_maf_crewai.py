@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from sidewatch.config import Config
@@ -13,6 +14,7 @@ from sidewatch.core.assemble import assemble
 from sidewatch.daemon.pipeline import Audited, audit, ingest_unit, ref_protector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from sidewatch.tap.reduce import reduce_event, reduce_input
 from tests.ingest.test_producers import NOW, QUIET, verdicts_of
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
@@ -40,13 +42,10 @@ MAF = {
     ],
     # a run without an answer is refused (WORKFLOW_RESUME_REQUIRED); the next one answers
     "maf-workflow-asks-again": [("RESUMED", "accept", False)],
-}
-
-# Agent Framework drops the approved call when the other one is rejected in the same resume,
-# and re-asks the rejected one under its id in a run that ends with a new interrupt outcome.
-# "A gated call dropped in a continuing run is stuck" is core/assemble.py's (issue 15), not
-# ingest's: until it lands the dropped approval reads RESUMED.
-MAF_NEEDS_ASSEMBLE = {
+    # Agent Framework drops the approved call when the other one is rejected in the same
+    # resume, and re-asks the rejected one under its id in a run that ends with a new
+    # interrupt outcome: it reports every approved call it runs, so the approval without its
+    # result was dropped
     "maf-two-approve-reject": [
         ("STUCK_AFTER_DECISION", "accept", False),
         ("CLOSED_BY_DECLINE", "decline", False),
@@ -91,16 +90,6 @@ def _waits(db_url: str, name: str) -> list[Audited]:
 
 @pytest.mark.parametrize(("name", "expected"), MAF.items(), ids=list(MAF))
 def test_agent_framework_streams_get_the_verdicts_of_what_happened(
-    db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
-) -> None:
-    assert expected == _verdicts(db_url, name)
-
-
-@pytest.mark.xfail(strict=True, reason="a gated call dropped in a continuing run: assemble.py")
-@pytest.mark.parametrize(
-    ("name", "expected"), MAF_NEEDS_ASSEMBLE.items(), ids=list(MAF_NEEDS_ASSEMBLE)
-)
-def test_agent_framework_dropping_an_approved_call_is_stuck(
     db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
 ) -> None:
     assert expected == _verdicts(db_url, name)
@@ -195,3 +184,19 @@ def test_a_producer_wait_is_stored_by_its_ids_without_its_content(
     assert wait.evidence.interrupt_id in (PRODUCERS / f"{name}.ndjson").read_text()
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert [] == [s for s in secrets if s in stored]
+
+
+def test_an_agent_framework_stream_the_tap_reduced_gets_the_same_verdicts(db_url: str) -> None:
+    """The tap keeps `metadata.agent_framework.type`, which says the approved call's result
+    is the receipt (and nothing else of the metadata, which repeats the arguments)."""
+    body = (PRODUCERS / "maf-two-approve-reject.ndjson").read_bytes()
+    sent = []
+    for line in body.splitlines():
+        obj = orjson.loads(line)
+        out = reduce_event(obj) if "type" in obj else reduce_input(obj)
+        if out is not None:
+            sent.append(orjson.dumps(out))
+    reduced = b"\n".join(sent)
+
+    assert b"/tmp/a.txt" not in b"".join(s for s in sent if b"RUN_FINISHED" in s)
+    assert MAF["maf-two-approve-reject"] == verdicts_of(db_url, reduced)

@@ -10,9 +10,12 @@ import pytest
 
 from sidewatch.config import Config
 from sidewatch.core.facts import AnswerFact
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
+from sidewatch.daemon.pipeline import Audited, audit, ingest_unit, ref_protector
+from sidewatch.daemon.waits import _timeline
 from sidewatch.ingest.agui import VIA_EDITED, Interpreter
 from sidewatch.ingest.reader import frame
+from sidewatch.report.markdown import _wait as markdown_wait
+from sidewatch.report.verdicts import verdict_json
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.ingest.test_producers import NOW, QUIET, verdicts_of
@@ -63,6 +66,13 @@ PYDANTIC_AI: dict[str, Verdicts] = {
     "pydantic-ai-wrong-id": [("WAITING", None, False)],
     # the run succeeds and drops the pending approval (AG-UI forbids it: a finding)
     "pydantic-ai-new-message-without-resume": [("CANCELLED", None, True)],
+    # answering one of two runs that one and drops the other; a later run repeating the
+    # answer fails ("no unprocessed tool calls"): the first wait was settled by a run that
+    # succeeded, so the repeat is a finding, not a failed continuation
+    "pydantic-ai-answer-one-of-two-then-repeat": [
+        ("RESUMED", "accept", False),
+        ("CANCELLED", None, True),
+    ],
 }
 
 
@@ -75,16 +85,21 @@ def ingested_as_captured(db_url: str, body: bytes) -> list[tuple[str, str | None
     return verdicts_of(db_url, body, received, received + 60_000)
 
 
-def _findings(db_url: str, name: str) -> list[tuple[str, ...]]:
+def _audited(db_url: str, body: bytes) -> list[Audited]:
+    """Every wait of one unit, received and audited as `ingested_as_captured` does."""
     engine = open_store(db_url)
     store = Store(engine)
-    body = (PRODUCERS / f"{name}.ndjson").read_bytes()
     stamps = [int(t) for t in re.findall(rb'"timestamp":(\d+)', body)]
     received = max([*stamps, NOW - 60_000]) + 1_000
-    ingest_unit(store, name, body, received, ref_protector(engine, Config()))
+    ingest_unit(store, "producer", body, received, ref_protector(engine, Config()))
     waits = audit(store, (QUIET,), received + 60_000)
     engine.dispose()
-    return [a.verdict.findings for a in waits]
+    return waits
+
+
+def _findings(db_url: str, name: str) -> list[tuple[str, ...]]:
+    body = (PRODUCERS / f"{name}.ndjson").read_bytes()
+    return [a.verdict.findings for a in _audited(db_url, body)]
 
 
 @pytest.mark.parametrize(("name", "expected"), STRANDS.items(), ids=list(STRANDS))
@@ -109,6 +124,10 @@ FINDINGS = {
     # pydantic-ai ends the run in success with the approval still open: AG-UI forbids it
     "pydantic-ai-new-message-without-resume": [
         ("run_ignores_open_interrupt", "dropped_unanswered")
+    ],
+    "pydantic-ai-answer-one-of-two-then-repeat": [
+        ("repeated_answer_rejected",),
+        ("run_ignores_open_interrupt", "dropped_unanswered"),
     ],
     "pydantic-ai-approve": [()],
     "strands-approve": [()],
@@ -157,3 +176,74 @@ def test_an_answer_with_edited_arguments_says_so() -> None:
 
     answers = [f for f in result.facts if isinstance(f, AnswerFact)]
     assert [VIA_EDITED] == [a.via for a in answers]
+
+
+def _dropping(name: str, call: bytes, *, new_interrupt: bool = False) -> bytes:
+    """A capture whose continuing run leaves out the TOOL_CALL_RESULT of `call` (and, with
+    `new_interrupt`, ends with a new interrupt outcome instead of success)."""
+    lines = (PRODUCERS / f"{name}.ndjson").read_bytes().splitlines()
+    kept = [
+        line
+        for line in lines
+        if not (b'"TOOL_CALL_RESULT"' in line and b'"toolCallId":"' + call + b'"' in line)
+    ]
+    assert len(kept) == len(lines) - 1
+    if new_interrupt:
+        interrupt = (
+            b'"outcome":{"type":"interrupt","interrupts":[{"id":"int-later","reason":"tool_call"}]}'
+        )
+        kept[-1] = kept[-1].replace(b'"outcome":{"type":"success"}', interrupt)
+        assert b"int-later" in kept[-1]
+    return b"\n".join(kept) + b"\n"
+
+
+@pytest.mark.parametrize("new_interrupt", [False, True], ids=["success", "new-interrupt"])
+@pytest.mark.parametrize("name", ["pydantic-ai-two-approvals", "strands-two-approvals"])
+def test_an_approved_call_a_continuing_run_leaves_without_its_result_is_stuck(
+    db_url: str, name: str, new_interrupt: bool
+) -> None:
+    body = _dropping(name, b"call_del_a", new_interrupt=new_interrupt)
+
+    got = ingested_as_captured(db_url, body)
+
+    expected = [("STUCK_AFTER_DECISION", "accept", False), ("CLOSED_BY_DECLINE", "decline", False)]
+    assert expected + ([("WAITING", None, False)] if new_interrupt else []) == got
+
+
+def test_a_dropped_approval_says_which_evidence_shows_the_drop(db_url: str) -> None:
+    body = _dropping("pydantic-ai-two-approvals", b"call_del_a")
+    (dropped, declined) = _audited(db_url, body)
+
+    assert ("dropped_in_resume", None) == (
+        dropped.verdict.facts.continuation_failure,
+        declined.verdict.facts.continuation_failure,
+    )
+
+
+def test_a_lone_approval_whose_run_reports_no_result_stays_resumed(db_url: str) -> None:
+    """Nothing shows that the producer reports results (LangGraph often does not): the run's
+    start stays the receipt, and nothing pages."""
+    body = _dropping("pydantic-ai-approve", b"call_del_1")
+
+    assert [("RESUMED", "accept", False)] == ingested_as_captured(db_url, body)
+
+
+@pytest.mark.parametrize(
+    ("name", "edited"),
+    [("pydantic-ai-edited-args", True), ("maf-approve-edited-args", True), ("maf-approve", False)],
+)
+def test_the_verdict_says_when_the_approved_action_is_the_edited_one(
+    db_url: str, name: str, edited: bool
+) -> None:
+    (wait,) = _audited(db_url, (PRODUCERS / f"{name}.ndjson").read_bytes())
+
+    body = verdict_json(wait.evidence, wait.verdict)
+    decisions = [i for i in _timeline(wait.evidence) if i["kind"] == "decision"]
+    line = "\n".join(markdown_wait(body))
+    assert (edited, edited, [edited]) == (
+        wait.verdict.facts.action_edited,
+        body["evidence"]["actionEdited"],
+        [d["edited"] for d in decisions],
+    )
+    assert edited == ("decision accept (of the edited action)" in line)
+    assert wait.verdict.state.value == "RESUMED"

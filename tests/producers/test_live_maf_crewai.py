@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.ingest.test_producers import verdicts_of
-from tests.ingest.test_producers_maf_crewai import CREWAI, MAF, MAF_NEEDS_ASSEMBLE
+from tests.ingest.test_producers_maf_crewai import CREWAI, MAF
 from tests.producers.harness import capture, first_run
 from tests.producers.venvs import producer_python
 
@@ -32,16 +32,6 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("name", "expected"), {**MAF, **CREWAI}.items(), ids=[*MAF, *CREWAI])
 def test_what_the_integration_emits_now_gets_the_verdicts_of_what_happened(
-    emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
-) -> None:
-    assert expected == verdicts_of(db_url, (emitted / f"{name}.ndjson").read_bytes())
-
-
-@pytest.mark.xfail(strict=True, reason="a gated call dropped in a continuing run: assemble.py")
-@pytest.mark.parametrize(
-    ("name", "expected"), MAF_NEEDS_ASSEMBLE.items(), ids=list(MAF_NEEDS_ASSEMBLE)
-)
-def test_an_approved_call_agent_framework_drops_is_stuck(
     emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
 ) -> None:
     assert expected == verdicts_of(db_url, (emitted / f"{name}.ndjson").read_bytes())
