@@ -18,9 +18,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from hypothesis import settings
-from sqlmodel import SQLModel
 
 from sidewatch.store.db import open_store
+from sidewatch.store.models import metadata
 
 # CI runs every property test on fixed examples, so that a submission's result is reproducible;
 # locally they explore new random examples on every run.
@@ -78,7 +78,7 @@ class PgSchemas:
                 return  # still in use: left to the database's drop at the end of the session
             # DELETE, not TRUNCATE: on a few rows it is ten times faster.
             with conn.transaction():
-                for table in reversed(SQLModel.metadata.sorted_tables):
+                for table in reversed(metadata.sorted_tables):
                     conn.execute(f'DELETE FROM "{schema}"."{table.name}"')
                 conn.execute(
                     "SELECT setval(format('%%I.%%I', schemaname, sequencename)::regclass, 1, "

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sidewatch import __version__
 from sidewatch.config import (
     Config,
     listen_problem,
@@ -183,8 +182,25 @@ db_option = click.option(
 )
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """click's version option, reading the version only when asked (see sidewatch.__init__)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from sidewatch import __version__
+
+    click.echo(f"sidewatch, version {__version__}")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="sidewatch")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
+)
 def cli() -> None:
     """sidewatch tells apart the ways an AI agent can be waiting for a person.
 

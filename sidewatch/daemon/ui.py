@@ -56,7 +56,7 @@ RANK = {s.value: i for i, s in enumerate(ORDER)}
 SEVERITY = {"STUCK_AFTER_DECISION": "page", "ORPHANED": "page", "UNROUTABLE": "page"}
 SEVERITY |= {"STALE": "ticket", "WAITING": "info"}
 PIECES = ("route", "handle", "heartbeat", "decision")
-RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
+RUNBOOKS = Path(__file__).with_name("runbooks")  # package data: an installed copy has them
 
 
 def _finalize(value: Any) -> Any:
@@ -378,7 +378,7 @@ async def wait_page(request: Request) -> Response:
 
 
 async def runbook(request: Request) -> Response:
-    """A runbook of docs/runbooks as a page (its Markdown shown as text): the rules' and
+    """A runbook of sidewatch/daemon/runbooks as a page (its Markdown shown as text): the rules' and
     alerts' `runbook_url`. Only the names in that folder are served."""
     name = request.path_params["name"]
     known = {p.name: p for p in RUNBOOKS.glob("*.md")} if RUNBOOKS.is_dir() else {}

@@ -1,2 +1,2 @@
-"""The store: SQLModel tables on SQLite (default) or PostgreSQL, Alembic migrations, and the
+"""The store: SQLAlchemy Core tables on SQLite (default) or PostgreSQL, Alembic migrations, and the
 edge where stored rows become core facts."""

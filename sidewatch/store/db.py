@@ -4,8 +4,10 @@ telling a store error safely, as an outage or as a refusal of what was written."
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -13,13 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -31,8 +29,15 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from sidewatch import __version__
 from sidewatch.errors import StoreError, StoreRefused
+
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
+# Alembic (and the Mako templates it loads) is imported only to migrate, or to explain a store
+# at another revision: a store already at the newest one is told so by one query. PLC0415 is
+# waived for this module in pyproject.toml.
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
 log = logging.getLogger("sidewatch.store")
@@ -320,9 +325,58 @@ def _deadline(call: Any, stalls: _Stalls, seconds: float) -> Any:
 
 
 def _alembic_config() -> AlembicConfig:
+    from alembic.config import Config as AlembicConfig
+
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     return cfg
+
+
+def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config())
+
+
+# A migration file's own lines naming it and the one it follows (the form of every file in
+# migrations/versions; a file in another form makes `head()` ask Alembic).
+_REVISION = re.compile(r"""^revision(?:: *[\w\[\], |]+)? *= *["']([^"']+)["'] *$""", re.M)
+_DOWN = re.compile(r"""^down_revision(?:: *[\w\[\], |]+)? *= *(?:["']([^"']+)["']|None) *$""", re.M)
+
+
+@functools.cache
+def head() -> str | None:
+    """The newest migration this sidewatch knows: the revision no other one follows, read from
+    the migration files' `revision` and `down_revision` lines (loading Alembic's script
+    directory to learn it costs most of a read-only command's start). Where the files are not
+    one plain chain (a merge, a branch, a form these lines do not match), Alembic's answer."""
+    revisions: set[str] = set()
+    followed: set[str] = set()
+    for path in (_MIGRATIONS / "versions").glob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        rev, down = _REVISION.findall(source), _DOWN.findall(source)
+        if len(rev) != 1 or len(down) != 1:
+            return _script().get_current_head()
+        revisions.add(rev[0])
+        if down[0]:
+            followed.add(down[0])
+    heads = revisions - followed
+    if len(heads) != 1 or not followed <= revisions:
+        return _script().get_current_head()
+    return heads.pop()
+
+
+def _current(conn: Connection) -> str | None:
+    """The store's schema revision (None: never migrated), in one query when it holds one;
+    Alembic's own reading where the version table is not one plain row."""
+    if not conn.dialect.has_table(conn, "alembic_version"):
+        return None
+    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    if len(rows) == 1 and isinstance(rows[0][0], str):
+        return rows[0][0]
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
 
 
 # One key per schema: two processes upgrading the same store take turns (the second finds
@@ -333,22 +387,23 @@ _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/s
 def upgrade(engine: Engine) -> None:
     """Bring the schema to the newest migration; a no-op (one query) when it already is.
     Refuses a store at a revision this sidewatch does not know (a newer release's)."""
-    cfg = _alembic_config()
-    script = ScriptDirectory.from_config(cfg)
-    head = script.get_current_head()
+    newest = head()
     try:
         with engine.begin() as conn:
-            current = MigrationContext.configure(conn).get_current_revision()
-            if current == head:
+            current = _current(conn)
+            if current == newest:
                 return
+            from alembic import command
+
             with unbounded():  # DDL takes its time
                 if engine.dialect.name == "postgresql":
                     conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
                     conn.exec_driver_sql(_MIGRATION_LOCK)
-                    current = MigrationContext.configure(conn).get_current_revision()
-                    if current == head:  # another process upgraded it while this one waited
+                    current = _current(conn)
+                    if current == newest:  # another process upgraded it while this one waited
                         return
-                _known(engine, script, current, head)
+                _known(engine, current, newest)
+                cfg = _alembic_config()
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
     except OperationalError as e:
@@ -357,11 +412,13 @@ def upgrade(engine: Engine) -> None:
         raise store_error(f"store {_safe(str(engine.url))}: migration failed", e) from None
 
 
-def _known(engine: Engine, script: ScriptDirectory, current: str | None, head: str | None) -> None:
-    if current is not None and current not in {r.revision for r in script.walk_revisions()}:
+def _known(engine: Engine, current: str | None, newest: str | None) -> None:
+    if current is not None and current not in {r.revision for r in _script().walk_revisions()}:
+        from sidewatch import __version__
+
         raise StoreError(
             f"store {_safe(str(engine.url))} has schema revision {current}, which this "
-            f"sidewatch {__version__} does not know (it knows up to {head}): a newer release "
+            f"sidewatch {__version__} does not know (it knows up to {newest}): a newer release "
             "migrated it; run that release"
         )
 
@@ -369,23 +426,23 @@ def _known(engine: Engine, script: ScriptDirectory, current: str | None, head: s
 def require_head(engine: Engine) -> None:
     """Refuses a store whose schema is not at the newest migration, without changing it: for
     read-only commands, and for `serve --no-migrate`."""
-    current, head = revision(engine)
-    if current == head:
+    current, newest = revision(engine)
+    if current == newest:
         return
-    _known(engine, ScriptDirectory.from_config(_alembic_config()), current, head)
+    _known(engine, current, newest)
     raise StoreError(
         f"store {_safe(str(engine.url))} has schema revision {current or '(none)'}, behind "
-        f"this sidewatch's {head}: run `sidewatch db upgrade` first (this command never "
+        f"this sidewatch's {newest}: run `sidewatch db upgrade` first (this command never "
         "changes the schema)"
     )
 
 
 def revision(engine: Engine) -> tuple[str | None, str | None]:
     """(the store's schema revision, the newest this sidewatch knows)."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    newest = head()
     try:
         with engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision(), head
+            return _current(conn), newest
     except OperationalError as e:
         raise store_error(f"store {_safe(str(engine.url))} is unavailable", e) from None
 

@@ -1,316 +1,347 @@
-"""The store's tables (SQLModel). Identities, times, digests, references and codes only:
+"""The store's tables (SQLAlchemy Core). Identities, times, digests, references and codes only:
 no tool arguments, messages, interrupt messages or payloads have a column to land in.
 
 Every fact table has a natural key (a unique constraint), so a re-delivered line is an
 insert that does nothing. Every run-scoped key holds the thread: clients choose run ids and
 producers interrupt and tool-call ids, and the same id in two threads names two things.
 `at` is ms since the epoch, `seq` the arrival order.
+
+Plain Core tables, no ORM classes: every read and write is a Core statement, and a command
+that only reads (`audit`, `report`) then loads neither an ORM nor pydantic to declare them.
+A column is NOT NULL unless `null=True`, as the migrations made it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Index, Table, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+)
 
-Ms = BigInteger  # ms since the epoch and arrival sequences outgrow 32 bits
 REQUEST_ID_COLUMN = 640  # a wait's requestId: a producer's (500 at most) or a default one
 
+metadata = MetaData()
 
-def table_of(model: Any) -> Table:
-    """The Core table of a model (typed, for the bulk paths that skip the ORM)."""
-    table: Table = model.__table__
+
+def table_of(table: Table) -> Table:
+    """A table itself (the callers written for the earlier ORM models ask for it so)."""
     return table
 
 
-class Unit(SQLModel, table=True):
-    """One ingest unit (a file, a request body) and what became of its lines."""
-
-    id: int | None = Field(default=None, primary_key=True)
-    source: str = Field(max_length=512)
-    received_at: int = Field(sa_type=Ms)
-    accepted: int = 0
-    skipped: int = 0
-    rejected: int = 0
-    # The source's own identity of the unit (a JetStream stream and sequence), when it has
-    # one: a unit delivered again after it was committed is recognised and not stored twice.
-    key: str | None = Field(default=None, max_length=192, unique=True, index=True)
+def _id() -> Column[int]:
+    return Column("id", Integer, primary_key=True)
 
 
-class LineCount(SQLModel, table=True):
-    """Accepted and skipped lines of a unit, by bounded kind (for ingest health)."""
-
-    __tablename__ = "line_count"
-    unit_id: int = Field(primary_key=True, foreign_key="unit.id")
-    kind: str = Field(primary_key=True, max_length=32)
-    lines: int
+def _text(name: str, length: int, null: bool = False, **kw: Any) -> Column[str]:
+    return Column(name, String(length), nullable=null, **kw)
 
 
-class RejectRow(SQLModel, table=True):
-    __tablename__ = "reject"
-    id: int | None = Field(default=None, primary_key=True)
-    unit_id: int = Field(foreign_key="unit.id", index=True)
-    line: int
-    reason: str = Field(max_length=32)
-    error: str = Field(max_length=300)
+def _ms(name: str, null: bool = False) -> Column[int]:
+    """ms since the epoch, or an arrival sequence: they outgrow 32 bits."""
+    return Column(name, BigInteger, nullable=null)
 
 
-class InterruptRow(SQLModel, table=True):
-    __tablename__ = "interrupt"
-    __table_args__ = (UniqueConstraint("thread_id", "run_id", "interrupt_id"),)
-    id: int | None = Field(default=None, primary_key=True)
-    thread_id: str = Field(max_length=256, index=True)
-    run_id: str = Field(max_length=256)
-    interrupt_id: str = Field(max_length=256)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
-    reason: str | None = Field(default=None, max_length=256)
-    tool_call_id: str | None = Field(default=None, max_length=256)
-    expires_at: int | None = Field(default=None, sa_type=Ms)
-    digest: str | None = Field(default=None, max_length=128)
-    handle: bool | None = None
-    request_id: str | None = Field(default=None, max_length=512, index=True)
-    action: str | None = Field(default=None, max_length=256)
-    tool_result_receipt: bool = False
+def _int(name: str, **kw: Any) -> Column[int]:
+    return Column(name, Integer, nullable=False, **kw)
 
 
-class ToolCallRow(SQLModel, table=True):
-    __tablename__ = "tool_call"
-    __table_args__ = (
-        UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_call_key"),
-    )
-    id: int | None = Field(default=None, primary_key=True)
-    thread_id: str = Field(max_length=256, index=True)
-    tool_call_id: str = Field(max_length=256, index=True)
-    run_id: str = Field(max_length=256)
-    name: str = Field(max_length=256)
-    digest: str = Field(max_length=128)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
+def _bool(name: str, null: bool = False, **kw: Any) -> Column[bool]:
+    return Column(name, Boolean, nullable=null, **kw)
 
 
-class RunRow(SQLModel, table=True):
-    __tablename__ = "run_fact"
-    __table_args__ = (UniqueConstraint("thread_id", "run_id", "mark", name="uq_run_fact_key"),)
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(max_length=256)
-    thread_id: str = Field(max_length=256, index=True)
-    mark: str = Field(max_length=16)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
+def _at_seq() -> tuple[Column[int], Column[int]]:
+    return _ms("at"), _ms("seq")
 
 
-class AnswerRow(SQLModel, table=True):
-    __tablename__ = "answer"
-    __table_args__ = (
-        UniqueConstraint("thread_id", "run_id", "interrupt_id", name="uq_answer_key"),
-    )
-    id: int | None = Field(default=None, primary_key=True)
-    thread_id: str = Field(max_length=256, index=True)
-    run_id: str = Field(max_length=256)
-    interrupt_id: str = Field(max_length=256)
-    code: str = Field(max_length=16)
-    digest: str | None = Field(default=None, max_length=128)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
-    via: str = Field(default="resume", max_length=16)
+# One ingest unit (a file, a request body) and what became of its lines. `key`: the source's
+# own identity of the unit (a JetStream stream and sequence), when it has one: a unit
+# delivered again after it was committed is recognised and not stored twice.
+Unit = Table(
+    "unit",
+    metadata,
+    _id(),
+    _text("source", 512),
+    _ms("received_at"),
+    _int("accepted", default=0),
+    _int("skipped", default=0),
+    _int("rejected", default=0),
+    _text("key", 192, null=True, unique=True, index=True),
+)
 
+# Accepted and skipped lines of a unit, by bounded kind (for ingest health).
+LineCount = Table(
+    "line_count",
+    metadata,
+    Column("unit_id", Integer, ForeignKey("unit.id"), primary_key=True),
+    _text("kind", 32, primary_key=True),
+    _int("lines"),
+)
 
-class LegacyResumeRow(SQLModel, table=True):
-    """`forwardedProps.command.resume` answers: codes and hashed keys only, never payloads."""
+RejectRow = Table(
+    "reject",
+    metadata,
+    _id(),
+    Column("unit_id", Integer, ForeignKey("unit.id"), nullable=False, index=True),
+    _int("line"),
+    _text("reason", 32),
+    _text("error", 300),
+)
 
-    __tablename__ = "legacy_resume"
-    __table_args__ = (UniqueConstraint("thread_id", "run_id", name="uq_legacy_resume_key"),)
-    id: int | None = Field(default=None, primary_key=True)
-    thread_id: str = Field(max_length=256, index=True)
-    run_id: str = Field(max_length=256)
-    code: str = Field(max_length=16)
-    digest: str | None = Field(default=None, max_length=128)
-    entries: str = Field(max_length=8192)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
+InterruptRow = Table(
+    "interrupt",
+    metadata,
+    _id(),
+    _text("thread_id", 256, index=True),
+    _text("run_id", 256),
+    _text("interrupt_id", 256),
+    *_at_seq(),
+    _text("reason", 256, null=True),
+    _text("tool_call_id", 256, null=True),
+    _ms("expires_at", null=True),
+    _text("digest", 128, null=True),
+    _bool("handle", null=True),
+    _text("request_id", 512, null=True, index=True),
+    _text("action", 256, null=True),
+    _bool("tool_result_receipt", default=False),
+    UniqueConstraint("thread_id", "run_id", "interrupt_id"),
+)
 
+ToolCallRow = Table(
+    "tool_call",
+    metadata,
+    _id(),
+    _text("thread_id", 256, index=True),
+    _text("tool_call_id", 256, index=True),
+    _text("run_id", 256),
+    _text("name", 256),
+    _text("digest", 128),
+    *_at_seq(),
+    UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_call_key"),
+)
 
-class ToolResultRow(SQLModel, table=True):
-    __tablename__ = "tool_result"
-    __table_args__ = (
-        UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_result_key"),
-    )
-    id: int | None = Field(default=None, primary_key=True)
-    thread_id: str = Field(max_length=256, index=True)
-    run_id: str = Field(max_length=256)
-    tool_call_id: str = Field(max_length=256)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
+RunRow = Table(
+    "run_fact",
+    metadata,
+    _id(),
+    _text("run_id", 256),
+    _text("thread_id", 256, index=True),
+    _text("mark", 16),
+    *_at_seq(),
+    UniqueConstraint("thread_id", "run_id", "mark", name="uq_run_fact_key"),
+)
 
+AnswerRow = Table(
+    "answer",
+    metadata,
+    _id(),
+    _text("thread_id", 256, index=True),
+    _text("run_id", 256),
+    _text("interrupt_id", 256),
+    _text("code", 16),
+    _text("digest", 128, null=True),
+    *_at_seq(),
+    _text("via", 16, default="resume"),
+    UniqueConstraint("thread_id", "run_id", "interrupt_id", name="uq_answer_key"),
+)
 
-class SignalRow(SQLModel, table=True):
-    """A `sidewatch.route|decision|action|receipt` event."""
+# `forwardedProps.command.resume` answers: codes and hashed keys only, never payloads.
+LegacyResumeRow = Table(
+    "legacy_resume",
+    metadata,
+    _id(),
+    _text("thread_id", 256, index=True),
+    _text("run_id", 256),
+    _text("code", 16),
+    _text("digest", 128, null=True),
+    _text("entries", 8192),
+    *_at_seq(),
+    UniqueConstraint("thread_id", "run_id", name="uq_legacy_resume_key"),
+)
 
-    __tablename__ = "signal"
-    __table_args__ = (Index("ix_signal_ref", "thread_id", "interrupt_id"),)
-    id: int | None = Field(default=None, primary_key=True)
-    key: str = Field(max_length=64, unique=True)
-    kind: str = Field(max_length=16)
-    request_id: str | None = Field(default=None, max_length=512, index=True)
-    thread_id: str | None = Field(default=None, max_length=256)
-    interrupt_id: str | None = Field(default=None, max_length=256)
-    approver_ref: str | None = Field(default=None, max_length=256)
-    delivered: bool = False
-    acknowledged: bool = False
-    code: str | None = Field(default=None, max_length=16)
-    digest: str | None = Field(default=None, max_length=128)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
+ToolResultRow = Table(
+    "tool_result",
+    metadata,
+    _id(),
+    _text("thread_id", 256, index=True),
+    _text("run_id", 256),
+    _text("tool_call_id", 256),
+    *_at_seq(),
+    UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_result_key"),
+)
 
+# A `sidewatch.route|decision|action|receipt` event.
+SignalRow = Table(
+    "signal",
+    metadata,
+    _id(),
+    _text("key", 64, unique=True),
+    _text("kind", 16),
+    _text("request_id", 512, null=True, index=True),
+    _text("thread_id", 256, null=True),
+    _text("interrupt_id", 256, null=True),
+    _text("approver_ref", 256, null=True),
+    _bool("delivered", default=False),
+    _bool("acknowledged", default=False),
+    _text("code", 16, null=True),
+    _text("digest", 128, null=True),
+    *_at_seq(),
+    Index("ix_signal_ref", "thread_id", "interrupt_id"),
+)
 
-class HeartbeatRow(SQLModel, table=True):
-    __tablename__ = "heartbeat"
-    id: int | None = Field(default=None, primary_key=True)
-    key: str = Field(max_length=64, unique=True)
-    thread_id: str = Field(max_length=256, index=True)
-    run_id: str | None = Field(default=None, max_length=256)
-    handle: bool | None = None
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
+HeartbeatRow = Table(
+    "heartbeat",
+    metadata,
+    _id(),
+    _text("key", 64, unique=True),
+    _text("thread_id", 256, index=True),
+    _text("run_id", 256, null=True),
+    _bool("handle", null=True),
+    *_at_seq(),
+)
 
+# The latest beat of each service instance (`sidewatch.heartbeat` of the service form),
+# upserted: one row an instance, never one a beat. `first_*`: its first beat seen.
+ServiceHeartbeatRow = Table(
+    "service_heartbeat",
+    metadata,
+    _text("service", 256, primary_key=True),
+    _text("instance", 256, primary_key=True),
+    _bool("durable"),
+    _ms("first_at"),
+    _ms("first_seq"),
+    _ms("last_at"),
+    _ms("last_seq"),
+)
 
-class ServiceHeartbeatRow(SQLModel, table=True):
-    """The latest beat of each service instance (`sidewatch.heartbeat` of the service form),
-    upserted: one row an instance, never one a beat. `first_*`: its first beat seen."""
+# Each change of a service instance: when it was first seen, or first said `durable`
+# otherwise than before.
+ServiceChangeRow = Table(
+    "service_heartbeat_change",
+    metadata,
+    _id(),
+    _text("service", 256),
+    _text("instance", 256),
+    _bool("durable"),
+    *_at_seq(),
+    UniqueConstraint("service", "instance", "durable", name="uq_service_change"),
+)
 
-    __tablename__ = "service_heartbeat"
-    service: str = Field(primary_key=True, max_length=256)
-    instance: str = Field(primary_key=True, max_length=256)
-    durable: bool
-    first_at: int = Field(sa_type=Ms)
-    first_seq: int = Field(sa_type=Ms)
-    last_at: int = Field(sa_type=Ms)
-    last_seq: int = Field(sa_type=Ms)
+# A thread's waits (of `run_id`, or all) are held by a service instance.
+ServiceBindingRow = Table(
+    "service_binding",
+    metadata,
+    _id(),
+    _text("key", 64, unique=True),
+    _text("thread_id", 256, index=True),
+    _text("run_id", 256, null=True),
+    _text("service", 256),
+    _text("instance", 256),
+    _bool("durable"),
+    *_at_seq(),
+    Index("ix_service_binding_service", "service", "instance"),
+)
 
+FindingRow = Table(
+    "finding",
+    metadata,
+    _id(),
+    _text("key", 64, unique=True),
+    _text("rule", 64),
+    _text("thread_id", 256, null=True, index=True),
+    _text("run_id", 256, null=True),
+    _text("interrupt_id", 256, null=True),
+    *_at_seq(),
+)
 
-class ServiceChangeRow(SQLModel, table=True):
-    """Each change of a service instance: when it was first seen, or first said `durable`
-    otherwise than before."""
-
-    __tablename__ = "service_heartbeat_change"
-    __table_args__ = (UniqueConstraint("service", "instance", "durable", name="uq_service_change"),)
-    id: int | None = Field(default=None, primary_key=True)
-    service: str = Field(max_length=256)
-    instance: str = Field(max_length=256)
-    durable: bool
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
-
-
-class ServiceBindingRow(SQLModel, table=True):
-    """A thread's waits (of `run_id`, or all) are held by a service instance."""
-
-    __tablename__ = "service_binding"
-    __table_args__ = (Index("ix_service_binding_service", "service", "instance"),)
-    id: int | None = Field(default=None, primary_key=True)
-    key: str = Field(max_length=64, unique=True)
-    thread_id: str = Field(max_length=256, index=True)
-    run_id: str | None = Field(default=None, max_length=256)
-    service: str = Field(max_length=256)
-    instance: str = Field(max_length=256)
-    durable: bool
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
-
-
-class FindingRow(SQLModel, table=True):
-    __tablename__ = "finding"
-    id: int | None = Field(default=None, primary_key=True)
-    key: str = Field(max_length=64, unique=True)
-    rule: str = Field(max_length=64)
-    thread_id: str | None = Field(default=None, max_length=256, index=True)
-    run_id: str | None = Field(default=None, max_length=256)
-    interrupt_id: str | None = Field(default=None, max_length=256)
-    at: int = Field(sa_type=Ms)
-    seq: int = Field(sa_type=Ms)
-
-
-class Meta(SQLModel, table=True):
-    """Store-wide settings, e.g. the generated key that hashes personal approver refs."""
-
-    key: str = Field(primary_key=True, max_length=64)
-    value: str = Field(max_length=512)
+# Store-wide settings, e.g. the generated key that hashes personal approver refs.
+Meta = Table(
+    "meta",
+    metadata,
+    _text("key", 64, primary_key=True),
+    _text("value", 512),
+)
 
 
 # ---------------------------------------------------------------------------------------
 # The auditor's own records: the current verdict of every wait, its transitions, and which
 # threads have new evidence since the auditor last looked at them.
 
-
-class WaitState(SQLModel, table=True):
-    """The latest verdict of a wait, as the scheduled auditor last recorded it. `due_at` is
-    when time alone would next change it (indexed: a tick finds what is due without a scan)."""
-
-    __tablename__ = "wait_state"
-    # A wait is its thread and its requestId (two threads' waits may have the same one). On
-    # SQLite the table is its key's B-tree (no rowid): a full audit writes a row per wait.
-    __table_args__ = (
-        Index("ix_wait_state_request_id", "request_id"),
-        Index("ix_wait_state_due", "due_at"),
-        Index("ix_wait_state_open_since", "closed", "state", "since"),
-        {"sqlite_with_rowid": False},
-    )
-    thread_id: str = Field(primary_key=True, max_length=256)
+# The latest verdict of a wait, as the scheduled auditor last recorded it. `due_at` is when
+# time alone would next change it (indexed: a tick finds what is due without a scan).
+# A wait is its thread and its requestId (two threads' waits may have the same one). On
+# SQLite the table is its key's B-tree (no rowid): a full audit writes a row per wait.
+WaitState = Table(
+    "wait_state",
+    metadata,
+    _text("thread_id", 256, primary_key=True),
     # The longest requestId sidewatch makes, `{threadId}/{interruptId}@{runId}` of ids of the
     # longest accepted length (200), is 602 characters.
-    request_id: str = Field(primary_key=True, max_length=REQUEST_ID_COLUMN)
-    policy: str = Field(max_length=128)
-    state: str = Field(max_length=32)
-    closed: bool
-    since: int = Field(sa_type=Ms)
-    due_at: int | None = Field(default=None, sa_type=Ms)
-    requested_at: int = Field(sa_type=Ms)
-    decided_at: int | None = Field(default=None, sa_type=Ms)
-    receipt_at: int | None = Field(default=None, sa_type=Ms)
-    evaluated_at: int = Field(sa_type=Ms)
+    _text("request_id", REQUEST_ID_COLUMN, primary_key=True),
+    _text("policy", 128),
+    _text("state", 32),
+    _bool("closed"),
+    _ms("since"),
+    _ms("due_at", null=True),
+    _ms("requested_at"),
+    _ms("decided_at", null=True),
+    _ms("receipt_at", null=True),
+    _ms("evaluated_at"),
     # The never-reported evidence an open verdict rests on ("route", "handle,heartbeat"; ""
     # when it rests on reports): the gauge of unreported waits continues from it.
-    unreported: str = Field(default="", max_length=32, sa_column_kwargs={"server_default": ""})
+    _text("unreported", 32, default="", server_default=""),
+    Index("ix_wait_state_request_id", "request_id"),
+    Index("ix_wait_state_due", "due_at"),
+    Index("ix_wait_state_open_since", "closed", "state", "since"),
+    sqlite_with_rowid=False,
+)
 
+# A wait entered `to_state` at `at` (by the evidence); recorded by the auditor at
+# `recorded_at` with the evidence and thresholds of that verdict (JSON, content-free).
+# The transitions one verdict recorded share them, stored once: on the last of them (the
+# highest id); the earlier ones hold NULL (store.auditstate.compact and expand).
+TransitionRow = Table(
+    "transition",
+    metadata,
+    _id(),
+    _text("request_id", REQUEST_ID_COLUMN),
+    _text("thread_id", 256),
+    _text("from_state", 32, null=True),
+    _text("to_state", 32),
+    _ms("at"),
+    _ms("recorded_at"),
+    _text("policy", 128),
+    _text("thresholds", 512, null=True),
+    _text("evidence", 4096, null=True),
+    Index("ix_transition_wait", "request_id", "thread_id"),
+)
 
-class TransitionRow(SQLModel, table=True):
-    """A wait entered `to_state` at `at` (by the evidence); recorded by the auditor at
-    `recorded_at` with the evidence and thresholds of that verdict (JSON, content-free).
-    The transitions one verdict recorded share them, stored once: on the last of them (the
-    highest id); the earlier ones hold NULL (store.auditstate.compact and expand)."""
+# A thread with evidence the auditor has not classified yet (`mark`: the newest unit).
+DirtyThread = Table(
+    "dirty_thread",
+    metadata,
+    _text("thread_id", 256, primary_key=True),
+    _ms("mark"),
+)
 
-    __tablename__ = "transition"
-    __table_args__ = (Index("ix_transition_wait", "request_id", "thread_id"),)
-    id: int | None = Field(default=None, primary_key=True)
-    request_id: str = Field(max_length=REQUEST_ID_COLUMN)
-    thread_id: str = Field(max_length=256)
-    from_state: str | None = Field(default=None, max_length=32)
-    to_state: str = Field(max_length=32)
-    at: int = Field(sa_type=Ms)
-    recorded_at: int = Field(sa_type=Ms)
-    policy: str = Field(max_length=128)
-    thresholds: str | None = Field(default=None, max_length=512)
-    evidence: str | None = Field(default=None, max_length=4096)
-
-
-class DirtyThread(SQLModel, table=True):
-    """A thread with evidence the auditor has not classified yet (`mark`: the newest unit)."""
-
-    __tablename__ = "dirty_thread"
-    thread_id: str = Field(primary_key=True, max_length=256)
-    mark: int = Field(sa_type=Ms)
-
-
-class Lease(SQLModel, table=True):
-    """Which replica audits: the holder renews the row every half interval; another replica
-    takes it over only once it has expired. `epoch` grows at every change of holder and fences
-    the writes of a holder that lost it (see store.lease)."""
-
-    __tablename__ = "lease"
-    name: str = Field(primary_key=True, max_length=32)
-    holder: str = Field(max_length=256)
-    epoch: int = Field(sa_type=Ms)
-    acquired_at: int = Field(sa_type=Ms)
-    expires_at: int = Field(sa_type=Ms)
+# Which replica audits: the holder renews the row every half interval; another replica takes
+# it over only once it has expired. `epoch` grows at every change of holder and fences the
+# writes of a holder that lost it (see store.lease).
+Lease = Table(
+    "lease",
+    metadata,
+    _text("name", 32, primary_key=True),
+    _text("holder", 256),
+    _ms("epoch"),
+    _ms("acquired_at"),
+    _ms("expires_at"),
+)

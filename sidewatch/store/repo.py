@@ -11,8 +11,6 @@ from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, func, insert, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sidewatch.core.facts import (
     AnswerFact,
@@ -204,7 +202,12 @@ def _insert_unit(conn: Connection, source: str, received_at: int, key: str | Non
         ).inserted_primary_key
         assert pk is not None
         return int(pk[0])
-    upsert = sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
+    # The dialect's own INSERT … ON CONFLICT (PostgreSQL's module loads only on PostgreSQL).
+    upsert: Any
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as upsert  # noqa: PLC0415
+    else:
+        from sqlalchemy.dialects.postgresql import insert as upsert  # noqa: PLC0415
     row = conn.execute(
         upsert(unit)
         .values(source=source, received_at=received_at, key=key)

@@ -20,8 +20,6 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, case, func, or_, select, true
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sidewatch.core.facts import HeartbeatFact, ServiceBeatFact, ServiceBindFact
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql
@@ -42,7 +40,15 @@ _BEAT, _CHANGE, _BIND = (
 
 
 def _upsert(conn: Connection) -> Any:
-    return sqlite_insert if conn.dialect.name == "sqlite" else pg_insert
+    """The dialect's INSERT … ON CONFLICT; PostgreSQL's module loads only on PostgreSQL (a
+    read-only command on SQLite then never loads it)."""
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert  # noqa: PLC0415 (the dialect in use)
+
+        return insert
+    from sqlalchemy.dialects.postgresql import insert as pg_insert  # noqa: PLC0415 (ditto)
+
+    return pg_insert
 
 
 def write_beats(conn: Connection, beats: Sequence[ServiceBeatFact]) -> None:

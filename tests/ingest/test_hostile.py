@@ -62,7 +62,7 @@ def rejects_of(db: str) -> list[tuple[int, str, str]]:
     engine = open_store(db)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(select(RejectRow.line, RejectRow.reason, RejectRow.error))
+            rows = conn.execute(select(RejectRow.c.line, RejectRow.c.reason, RejectRow.c.error))
             return sorted((int(line), str(reason), str(error)) for line, reason, error in rows)
     finally:
         engine.dispose()
@@ -178,7 +178,7 @@ def test_a_legacy_resume_map_too_big_to_store_is_read_as_one_answer(db_url: str)
     try:
         summary = ingest_unit(Store(engine), "test", ndjson(line), T, PROTECT)
         with engine.connect() as conn:
-            rows = conn.execute(select(LegacyResumeRow.code, LegacyResumeRow.entries)).all()
+            rows = conn.execute(select(LegacyResumeRow.c.code, LegacyResumeRow.c.entries)).all()
     finally:
         engine.dispose()
 

@@ -13,8 +13,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "sidewatch.rules.yml"
 UNPACKED = ROOT / ".tools" / "prometheus" / "usr" / "bin" / "promtool"
-# Absolute with Prometheus's external label `sidewatch_url` (the daemon serves docs/runbooks/).
+# Absolute with Prometheus's external label `sidewatch_url` (the daemon serves
+# sidewatch/daemon/runbooks/).
 RUNBOOK_URL = "{{ $externalLabels.sidewatch_url }}/runbooks/"
+RUNBOOKS = ROOT / "sidewatch" / "daemon" / "runbooks"
 OWNERS = {
     "approver",
     "requester",
@@ -71,7 +73,7 @@ def test_every_alert_has_severity_owner_summary_description_and_a_runbook() -> N
             bad.append(f"{rule['alert']}: annotations {sorted(notes)}")
         elif not (
             notes["runbook_url"].startswith(RUNBOOK_URL)
-            and (ROOT / "docs" / "runbooks" / notes["runbook_url"][len(RUNBOOK_URL) :]).is_file()
+            and (RUNBOOKS / notes["runbook_url"][len(RUNBOOK_URL) :]).is_file()
         ):
             bad.append(f"{rule['alert']}: no runbook at {notes['runbook_url']}")
 
@@ -107,7 +109,7 @@ def test_every_runbook_says_what_it_means_how_to_confirm_the_next_move_and_what_
 ):
     missing = [
         f"{path.name}: {section}"
-        for path in sorted((ROOT / "docs" / "runbooks").glob("*.md"))
+        for path in sorted(RUNBOOKS.glob("*.md"))
         for section in ("## What it means", "## Confirm", "## Next safe move", "## Never")
         if section not in path.read_text()
     ]

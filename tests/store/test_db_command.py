@@ -1,14 +1,18 @@
-"""`sidewatch db upgrade` on SQLite and PostgreSQL."""
+"""`sidewatch db upgrade` on SQLite and PostgreSQL, and the newest revision it migrates to."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
+import pytest
+from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 
 import sidewatch.store
 from sidewatch.cli.main import cli
+from sidewatch.store import db
 
 VERSIONS = Path(sidewatch.store.__file__).with_name("migrations") / "versions"
 # The revision no other revision follows (ids are not always their file name's prefix).
@@ -41,3 +45,37 @@ def test_db_upgrade_of_an_unreachable_store_is_a_one_line_error() -> None:
     assert 1 == result.exit_code
     assert result.output.startswith("sidewatch: error: store ")
     assert 1 == len(result.output.strip().splitlines())
+
+
+# A next migration in the forms Alembic writes: its newer annotated template, and a merge
+# (a tuple of the revisions it follows), which only Alembic reads.
+ANNOTATED = 'revision: str = "0010"\ndown_revision: Union[str, None] = "0009"\n'
+MERGE = 'revision = "0010"\ndown_revision = ("0009",)\n'
+
+
+@pytest.mark.parametrize("source", [ANNOTATED, MERGE], ids=["annotated", "merge"])
+def test_the_newest_revision_is_alembics_head_whatever_the_form_of_the_files(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    migrations = tmp_path / "migrations"
+    shutil.copytree(VERSIONS.parent, migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    (migrations / "versions" / "0010_next.py").write_text(
+        f'"""next"""\n\nfrom typing import Union\n\n{source}'
+        "branch_labels = None\ndepends_on = None\n\n\n"
+        "def upgrade() -> None:\n    pass\n\n\ndef downgrade() -> None:\n    pass\n"
+    )
+    monkeypatch.setattr(db, "_MIGRATIONS", migrations)
+    db.head.cache_clear()
+    try:
+        alembic_head = ScriptDirectory.from_config(db._alembic_config()).get_current_head()
+        newest = db.head()
+    finally:
+        db.head.cache_clear()
+
+    assert ("0010", "0010") == (alembic_head, newest)
+
+
+def test_the_newest_revision_read_from_the_files_is_alembics_head() -> None:
+    alembic_head = ScriptDirectory.from_config(db._alembic_config()).get_current_head()
+
+    assert (HEAD, HEAD) == (alembic_head, db.head())

@@ -8,7 +8,6 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
-from sqlmodel import SQLModel
 
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
@@ -17,6 +16,7 @@ from sidewatch.errors import StoreError
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.reader import frames
 from sidewatch.store.db import open_store, upgrade
+from sidewatch.store.models import metadata
 from sidewatch.store.repo import Store
 
 FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "seed-audit.ndjson"
@@ -143,7 +143,7 @@ def test_the_migrations_produce_exactly_the_models_schema(blank_db_url: str) -> 
     engine = open_store(blank_db_url)
 
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
     engine.dispose()
 
     assert [] == diff
