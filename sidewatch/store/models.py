@@ -232,6 +232,17 @@ class FindingRow(SQLModel, table=True):
     seq: int = Field(sa_type=Ms)
 
 
+class PrunedTotal(SQLModel, table=True):
+    """What pruned rows counted, kept so that counters continue past retention (see
+    store.retention): `counter` names the count (`lines`, `rejects`, `transitions`, ...),
+    `key` its labels joined by U+001F, `value` the sum of the pruned rows' share."""
+
+    __tablename__ = "pruned_total"
+    counter: str = Field(primary_key=True, max_length=32)
+    key: str = Field(primary_key=True, max_length=512)
+    value: int = Field(sa_type=Ms)
+
+
 class Meta(SQLModel, table=True):
     """Store-wide settings, e.g. the generated key that hashes personal approver refs."""
 
