@@ -9,6 +9,8 @@ loses a fact. Units and their rejects, and evidence naming no wait, go by their 
 # value is a bound parameter.
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -382,3 +384,80 @@ def _add(c: Connection, counts: Counter[tuple[str, str]]) -> None:
 
 def _chunks(ids: list[str]) -> list[list[str]]:
     return [ids[k : k + 400] for k in range(0, len(ids), 400)]
+
+
+# -- growth, for `sidewatch db stats` --------------------------------------------------------
+
+# The column that dates a table's rows (ms since the epoch); tables not named have none.
+_DATED = {
+    "unit": "received_at",
+    "interrupt": "at",
+    "tool_call": "at",
+    "run_fact": "at",
+    "answer": "at",
+    "legacy_resume": "at",
+    "tool_result": "at",
+    "signal": "at",
+    "heartbeat": "at",
+    "service_heartbeat": "first_at",
+    "service_heartbeat_change": "at",
+    "service_binding": "at",
+    "finding": "at",
+    "wait_state": "requested_at",
+    "transition": "at",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TableStats:
+    name: str
+    rows: int
+    oldest: int | None  # ms since the epoch; None: no row, or no column dates its rows
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    tables: tuple[TableStats, ...]
+    size_bytes: int  # SQLite: the file and its WAL; PostgreSQL: the schema's tables and indexes
+    free_bytes: int | None  # SQLite: pages free inside the file; None on PostgreSQL
+    auto_vacuum: str | None  # SQLite: none, full or incremental
+    pruned: dict[str, int]  # lines, rejects, transitions, findings, unknown_evidence pruned
+
+
+def store_stats(engine: Engine, tables: Sequence[str]) -> StoreStats:
+    """Rows and the oldest row of each of `tables`, and the store's size on disk."""
+    out = []
+    with classified("store unavailable", "the store refused a query"), engine.connect() as c:
+        for name in tables:
+            rows = int(c.exec_driver_sql(f"SELECT count(*) FROM {name}").scalar() or 0)
+            column = _DATED.get(name)
+            oldest = (
+                c.exec_driver_sql(f"SELECT min({column}) FROM {name}").scalar() if column else None
+            )
+            out.append(TableStats(name, rows, None if oldest is None else int(oldest)))
+        pruned: Counter[str] = Counter()
+        for counter, n in c.exec_driver_sql("SELECT counter, value FROM pruned_total"):
+            pruned[str(counter)] += int(n)
+        free: int | None = None
+        mode: str | None = None
+        if c.dialect.name == "sqlite":
+            page = int(c.exec_driver_sql("PRAGMA page_size").scalar() or 0)
+            size = page * int(c.exec_driver_sql("PRAGMA page_count").scalar() or 0)
+            free = page * int(c.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+            av = int(c.exec_driver_sql("PRAGMA auto_vacuum").scalar() or 0)
+            mode = ("none", "full", "incremental")[av]
+            database = engine.url.database or ""
+            for path in (f"{database}-wal",):
+                with contextlib.suppress(OSError):
+                    size += os.path.getsize(path)
+        else:
+            size = int(
+                c.exec_driver_sql(
+                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+                ).scalar()
+                or 0
+            )
+    shown = (LINES, REJECTS, TRANSITIONS, FINDINGS, UNKNOWN)
+    return StoreStats(tuple(out), size, free, mode, {k: pruned[k] for k in shown if pruned[k]})
