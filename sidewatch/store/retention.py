@@ -14,7 +14,7 @@ import os
 import time
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine
 from sidewatch.store.auditstate import driver_sql
 from sidewatch.store.db import classified
 
-BATCH = 200  # threads, units or evidence rows per transaction
+BATCH = 100  # threads, units or evidence rows per transaction
 SEP = "\x1f"  # between the labels of a key (PostgreSQL text holds no NUL)
 # Counters of pruned_total. Their keys: the labels, joined by SEP.
 LINES, REJECTS, TRANSITIONS, FINDINGS, UNKNOWN = (
@@ -102,6 +102,7 @@ class Retention:
         self.retention_ms = retention_ms
         self.buckets = dict(buckets or {})
         self.batch = batch
+        self.pause = 1.0  # pause after a batch, as a share of the batch's own time
         # Per evidence table, the last id looked at: rows kept because a wait names them are
         # not read again at every pass (from 0 again after a restart).
         self._after: dict[str, int] = {}
@@ -124,13 +125,15 @@ class Retention:
                 found, after = self._candidates(cutoff, after)
                 if not found:
                     break
-                t, w = self._threads(found, cutoff)
+                with self._paced():
+                    t, w = self._threads(found, cutoff)
                 threads, waits = threads + t, waits + w
             while done:
                 if clock() > deadline:
                     done = False
                     break
-                n = self._units(cutoff)
+                with self._paced():
+                    n = self._units(cutoff)
                 units += n
                 if n < self.batch:
                     break
@@ -139,13 +142,22 @@ class Retention:
                     if clock() > deadline:
                         done = False
                         break
-                    n, last = self._unknown(table, cutoff, self._after.get(table, 0))
+                    with self._paced():
+                        n, last, more = self._unknown(table, cutoff, self._after.get(table, 0))
                     unknown += n
-                    if last is None:
-                        break
                     self._after[table] = last
+                    if not more:
+                        break
             pages = self._vacuum(deadline, clock)
         return Pruned(threads, waits, units, unknown, pages, done)
+
+    @contextlib.contextmanager
+    def _paced(self) -> Iterator[None]:
+        """After each batch, as long a pause (50 ms at most): the store's other writers (ingest,
+        the tick) get the write lock between batches, not only after the whole pass."""
+        started = time.perf_counter()
+        yield
+        time.sleep(min(0.05, time.perf_counter() - started) * self.pause)
 
     # -- closed threads ------------------------------------------------------------------
 
@@ -269,21 +281,13 @@ class Retention:
     def _units(self, cutoff: int) -> int:
         """Prune up to a batch of the oldest units received before the cutoff, with their
         line counts and rejects (counted in pruned_total)."""
+        ids = self._leading(
+            f"SELECT id, received_at FROM unit ORDER BY id LIMIT {int(self.batch)}", (), cutoff
+        )
+        if not ids:
+            return 0
         with self.engine.begin() as c:
             self._lock(c)
-            ids = tuple(
-                int(r[0])
-                for r in c.exec_driver_sql(
-                    driver_sql(
-                        c,
-                        "SELECT id FROM unit WHERE received_at < ? "
-                        f"ORDER BY id LIMIT {int(self.batch)}",
-                    ),
-                    (cutoff,),
-                )
-            )
-            if not ids:
-                return 0
             marks = ", ".join("?" for _ in ids)
             counts: Counter[tuple[str, str]] = Counter()
             for table, counter, sql in (
@@ -309,27 +313,18 @@ class Retention:
 
     # -- evidence naming no wait -----------------------------------------------------------
 
-    def _unknown(self, table: str, cutoff: int, after: int) -> tuple[int, int | None]:
+    def _unknown(self, table: str, cutoff: int, after: int) -> tuple[int, int, bool]:
         """Prune up to a batch of `table`'s rows older than the cutoff (by id, after `after`)
-        that name no wait seen: (pruned, the last id looked at, None when none was left)."""
+        that name no wait seen: (pruned, the last id looked at, whether more may follow)."""
         no_wait = _SIGNAL_NO_WAIT if table == "signal" else _NO_WAIT
         if table == "finding":
             no_wait = f"(t.thread_id IS NULL OR {_NO_WAIT})"
+        sql = f"SELECT id, at FROM {table} WHERE id > ? ORDER BY id LIMIT {int(self.batch)}"
+        ids = self._leading(sql, (after,), cutoff)
+        if not ids:
+            return 0, after, False
         with self.engine.begin() as c:
             self._lock(c)
-            rows = list(
-                c.exec_driver_sql(
-                    driver_sql(
-                        c,
-                        f"SELECT t.id FROM {table} t WHERE t.id > ? AND t.at < ? "
-                        f"ORDER BY t.id LIMIT {int(self.batch)}",
-                    ),
-                    (after, cutoff),
-                )
-            )
-            if not rows:
-                return 0, None
-            ids = tuple(int(r[0]) for r in rows)
             marks = ", ".join("?" for _ in ids)
             where = f"t.id IN ({marks}) AND {no_wait}"
             counts: Counter[tuple[str, str]] = Counter()
@@ -352,7 +347,21 @@ class Retention:
             if n:
                 counts[(UNKNOWN, table)] += n
             _add(c, counts)
-        return int(n), ids[-1]
+        # A batch cut short by a row newer than the cutoff: the rest waits for a later pass.
+        return int(n), ids[-1], len(ids) == self.batch
+
+    def _leading(self, sql: str, params: tuple[Any, ...], cutoff: int) -> tuple[int, ...]:
+        """The ids `sql` reads (id, time), in id order, up to the first dated at or after the
+        cutoff: outside any write lock, and never a scan past the batch (ids follow arrival,
+        so a row older than a newer one before it waits until that one is old too)."""
+        with self.engine.connect() as c:
+            rows = list(c.exec_driver_sql(driver_sql(c, sql), params))
+        ids: list[int] = []
+        for row_id, at in rows:
+            if at >= cutoff:
+                break
+            ids.append(int(row_id))
+        return tuple(ids)
 
     # -- space -------------------------------------------------------------------------------
 
@@ -362,17 +371,22 @@ class Retention:
         if self.engine.dialect.name != "sqlite":
             return 0
         pages = 0
-        with self.engine.connect() as c:
-            if c.exec_driver_sql("PRAGMA auto_vacuum").scalar() != 2:  # 2: INCREMENTAL
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            if cur.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # 2: INCREMENTAL
                 return 0
             while clock() <= deadline:
-                free = int(c.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+                free = int(cur.execute("PRAGMA freelist_count").fetchone()[0])
                 if not free:
                     break
                 step = min(free, 512)
-                c.exec_driver_sql(f"PRAGMA incremental_vacuum({step})").fetchall()
-                c.commit()
+                # A script: the pragma frees one page a step, and only a script steps it to
+                # the end (then commits).
+                raw.driver_connection.executescript(f"PRAGMA incremental_vacuum({step})")  # type: ignore[union-attr]
                 pages += step
+        finally:
+            raw.close()
         return pages
 
 
