@@ -68,6 +68,9 @@ class Config:
     store_pool_size: int = 10
     store_pool_timeout_ms: int = 5_000
     store_prepare_threshold: int | None = 5  # None: never prepare (PgBouncer transaction mode)
+    store_retention_ms: int = (
+        30 * 86_400_000
+    )  # closed waits, units, stray evidence (store.retention)
     policies: tuple[Policy, ...] = (Policy(name="default", thresholds=DEFAULT_THRESHOLDS),)
     approver_ref_key: str | None = None  # None: the key in `hash_key_file` (generated)
     hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see README)
@@ -214,7 +217,7 @@ def _keys(section: Mapping[str, Any], name: str, known: set[str], problems: list
 def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str]) -> Section:
     store = _section(data, "store", problems)
     known = {"url", "busyTimeout", "connectTimeout", "statementTimeout", "poolSize"}
-    _keys(store, "store", known | {"poolTimeout", "prepareThreshold"}, problems)
+    _keys(store, "store", known | {"poolTimeout", "prepareThreshold", "retention"}, problems)
     db_url = store.get("url", DEFAULT_DB_URL)
     if not isinstance(db_url, str) or "://" not in db_url:
         problems.append("store.url: must be a database URL such as sqlite:///./sidewatch.db")
@@ -241,12 +244,17 @@ def _store(data: Mapping[str, Any], env: Mapping[str, str], problems: list[str])
             "statements on the server (PgBouncer in transaction mode)"
         )
         threshold = 5
+    retention = _dur(store, "retention", 30 * 86_400_000, "store", problems)
+    if retention < 3_600_000:
+        problems.append("store.retention: must be at least 1h")
+        retention = 30 * 86_400_000
     return {
         "db_url": env.get(ENV_DB_URL) or db_url,
         "store_busy_timeout_ms": _dur(store, "busyTimeout", 10_000, "store", problems),
         **timeouts,
         "store_pool_size": pool,
         "store_prepare_threshold": threshold,
+        "store_retention_ms": retention,
     }
 
 

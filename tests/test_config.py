@@ -58,6 +58,7 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
         defaults.report_formats,
         defaults.report_retention_ms,
         defaults.alertmanager_url,
+        defaults.store_retention_ms,
     ) == (
         cfg.report_schedule,
         cfg.report_window_ms,
@@ -65,6 +66,7 @@ def test_the_example_config_loads_and_documents_the_defaults() -> None:
         cfg.report_formats,
         cfg.report_retention_ms,
         cfg.alertmanager_url,
+        cfg.store_retention_ms,
     )
     prod = cfg.policies[1]
     assert (3_600_000, True, ReceiptKind.TOOL_RESULT, ("deploy_*", "rotate_*")) == (
@@ -102,6 +104,19 @@ def test_the_nats_url_can_come_from_the_environment_and_is_never_shown() -> None
     assert cfg.nats is not None
     assert (url, "AGUI") == (cfg.nats.url, cfg.nats.stream)
     assert "s3cret" not in repr(cfg)
+
+
+def test_the_store_retention_is_a_duration_of_at_least_an_hour() -> None:
+    week = load_config({"store": {"retention": "7d"}}, {})
+
+    with pytest.raises(ConfigError) as err:
+        load_config({"store": {"retention": "30m"}}, {})
+
+    assert (30 * 86_400_000, 7 * 86_400_000) == (
+        Config().store_retention_ms,
+        week.store_retention_ms,
+    )
+    assert ["store.retention: must be at least 1h"] == err.value.problems
 
 
 def test_every_nats_problem_is_reported_at_once() -> None:

@@ -518,6 +518,45 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
     )
 
 
+@db.command(name="stats")
+@config_option
+@db_option
+@_one_line_errors
+def db_stats(config_path: str | None, db: str | None) -> None:
+    """Rows per table, the oldest row of each, and the store's size on disk: to watch it grow
+    (and `store.retention` keep it in bounds). Read-only."""
+    from sidewatch.store.db import revision
+    from sidewatch.store.models import metadata
+    from sidewatch.store.retention import store_stats
+
+    cfg = _config(config_path, db)
+    with _store(cfg, read_only=True) as engine:
+        current, _ = revision(engine)
+        stats = store_stats(engine, [t.name for t in metadata.sorted_tables])
+    click.echo(f"{engine.url.render_as_string(hide_password=True)} (schema {current})")
+    width = max(len(t.name) for t in stats.tables)
+    click.echo(f"{'table':<{width}}  {'rows':>12}  oldest")
+    for t in stats.tables:
+        oldest = "-" if t.oldest is None else _iso(t.oldest)
+        click.echo(f"{t.name:<{width}}  {t.rows:>12,}  {oldest}")
+    size = f"size on disk: {_mb(stats.size_bytes)}"
+    if stats.free_bytes is not None:
+        size += f" ({_mb(stats.free_bytes)} free inside; auto_vacuum {stats.auto_vacuum})"
+    click.echo(size)
+    pruned = ", ".join(f"{n:,} {k.replace('_', ' ')}" for k, n in stats.pruned.items())
+    retention = _duration(cfg.store_retention_ms)
+    click.echo(f"retention {retention}; pruned so far (kept as counts): {pruned or 'nothing'}")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1_000_000:,.1f} MB"
+
+
+def _duration(ms: int) -> str:
+    days, rest = divmod(ms, 86_400_000)
+    return f"{days}d" if not rest else f"{ms // 3_600_000}h" if not ms % 3_600_000 else f"{ms}ms"
+
+
 @cli.command(name="check-config")
 @click.argument("path", type=click.Path(dir_okay=False))
 @_one_line_errors

@@ -43,6 +43,7 @@ from sidewatch.report.verdicts import evidence_json, thresholds_of
 from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
+from sidewatch.store.retention import Pruned, Retention
 
 log = logging.getLogger("sidewatch.auditor")
 BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale
@@ -67,8 +68,19 @@ class Auditor:
         policies: tuple[Policy, ...],
         on_closed: Callable[[WaitEvidence, Verdict], None] | None = None,
         lease: AuditLease | None = None,
+        retention_ms: int | None = None,
     ) -> None:
         self.store = store
+        # None: keep everything (tests, one-off audits); the daemon prunes to store.retention.
+        self.retention = (
+            None
+            if retention_ms is None
+            else Retention(
+                store.engine,
+                retention_ms,
+                {"decision": DECISION_BUCKETS, "resume": RESUME_BUCKETS},
+            )
+        )
         self.on_closed = on_closed  # e.g. the OpenTelemetry span of a wait that closed
         self.lease = lease  # when replicas share the store: every save is fenced by it
         self.state = AuditState(store.engine)
@@ -98,6 +110,18 @@ class Auditor:
             self._acc(self.decision, policy, DECISION_BUCKETS).observe(seconds)
         for policy, seconds in totals.resume_latencies:
             self._acc(self.resume, policy, RESUME_BUCKETS).observe(seconds)
+        # What pruned wait records had observed (store.retention): their bucket counts.
+        for (name, key), n in totals.pruned_latencies.items():
+            accs, buckets = (
+                (self.decision, DECISION_BUCKETS)
+                if name.startswith("decision")
+                else (self.resume, RESUME_BUCKETS)
+            )
+            if name.endswith("_ms"):
+                self._acc(accs, key, buckets).total += n / 1000
+            else:
+                policy, _, index = key.rpartition("\x1f")
+                self._acc(accs, policy, buckets).counts[int(index)] += n
         self.ingest.catch_up(totals.ingested, totals.rejected)
         self.snapshot = self._snapshot()
 
@@ -273,6 +297,13 @@ class Auditor:
                 self.transitions[(t.from_state or "none", t.to_state)] += 1
                 if t.to_state in CLOSED_STATES:
                     self.closed[(t.to_state, t.policy)] += 1
+
+    def prune(self, now_ms: int, budget_s: float) -> Pruned | None:
+        """Prune to the retention for at most `budget_s` (store.retention), between ticks;
+        raises StoreError when the store is unavailable."""
+        if self.retention is None:
+            return None
+        return self.retention.prune(now_ms, budget_s)
 
     def skipped_tick(self) -> None:
         """A tick could not run (the store was unavailable): counted, and visible at once."""

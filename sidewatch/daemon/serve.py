@@ -229,6 +229,7 @@ class Daemon:
             config.policies,
             on_closed=traces[0].on_closed if traces else None,
             lease=self.lease,
+            retention_ms=config.store_retention_ms,
         )
         if self.lease.held:  # the counters were just loaded from the store, in this term
             self._snapshot_epoch = self.lease.epoch
@@ -398,6 +399,25 @@ class Daemon:
             report = self.auditor.tick(now)
         if self.alerts is not None:
             push_problems(self.auditor, self.alerts, now)
+        # Then prune to store.retention for a quarter of the interval at most, in short
+        # transactions (ingest goes on between them); what is left, the next ticks prune.
+        budget = min(PRUNE_BUDGET_S, self.config.audit_interval_ms / 4000)
+        try:
+            pruned = self.auditor.prune(now, budget)
+        except StoreError as e:  # the tick's verdicts are saved; pruning waits for the next
+            log.warning("pruning skipped: %s", e)
+            return report
+        if pruned is not None and (pruned.threads or pruned.units or pruned.unknown):
+            log.info(
+                "pruned",
+                extra={
+                    "threads": pruned.threads,
+                    "waits": pruned.waits,
+                    "units": pruned.units,
+                    "unknown": pruned.unknown,
+                    "done": pruned.done,
+                },
+            )
         return report
 
     def hup(self) -> None:
@@ -501,6 +521,9 @@ class Daemon:
             if self.tracer_provider is not None:
                 self.tracer_provider.shutdown()  # flushes the last spans
             log.info("store closed; bye")
+
+
+PRUNE_BUDGET_S = 2.0  # the longest pruning after one tick
 
 
 def _jetstream(state: AppState) -> JetStreamIngest | None:

@@ -8,7 +8,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
@@ -22,6 +22,7 @@ from sidewatch.store.models import (
     FindingRow,
     LineCount,
     Meta,
+    PrunedTotal,
     RejectRow,
     TransitionRow,
     WaitState,
@@ -75,6 +76,9 @@ class Totals:
     ingested: Counter[str]  # kind -> lines
     rejected: Counter[str]  # reason -> lines
     findings: Counter[str]  # rule -> findings
+    # The latency observations of pruned wait records (store.retention): ("decision",
+    # "policy\0bucket index") -> count, ("decision_ms", policy) -> their sum; "resume" alike.
+    pruned_latencies: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 STATE_COLS = tuple(f.name for f in fields(StoredState))
@@ -373,7 +377,10 @@ class AuditState:
         fd = table_of(FindingRow)
         query = select(fd.c.rule, func.count()).group_by(fd.c.rule)
         with self._conn() as c:
-            return {str(k): int(n) for k, n in c.execute(query)}
+            counts = Counter({str(k): int(n) for k, n in c.execute(query)})
+            for (_, rule), n in pruned_totals(c, "findings").items():
+                counts[rule] += n
+            return dict(counts)
 
     def totals(self) -> Totals:
         with self._conn() as c:
@@ -469,6 +476,13 @@ def _totals(conn: Connection) -> Totals:
         transitions[(frm or "none", to)] += n
         if to in CLOSED_STATES:
             closed[(to, policy)] += n
+    pruned = pruned_totals(conn)
+    for (counter, key), n in pruned.items():
+        if counter == "transitions":
+            frm, to, policy = key.split("\x1f")
+            transitions[(frm or "none", to)] += n
+            if to in CLOSED_STATES:
+                closed[(to, policy)] += n
     decisions = [
         (p, (d - r) / 1000)
         for p, r, d in conn.execute(
@@ -490,6 +504,9 @@ def _totals(conn: Connection) -> Totals:
     findings = Counter(
         {k: int(n) for k, n in conn.execute(select(fd.c.rule, func.count()).group_by(fd.c.rule))}
     )
+    for (counter, key), n in pruned.items():
+        if counter == "findings":
+            findings[key] += n
     return Totals(
         open_waits,
         unreported,
@@ -500,7 +517,21 @@ def _totals(conn: Connection) -> Totals:
         ingested,
         rejected,
         findings,
+        {
+            k: n
+            for k, n in pruned.items()
+            if k[0] in ("decision", "decision_ms", "resume", "resume_ms")
+        },
     )
+
+
+def pruned_totals(c: Connection, *counters: str) -> dict[tuple[str, str], int]:
+    """The counts of pruned rows (store.retention), by (counter, key): of `counters` only."""
+    pt = table_of(PrunedTotal)
+    query = select(pt.c.counter, pt.c.key, pt.c.value)
+    if counters:
+        query = query.where(pt.c.counter.in_(counters))
+    return {(str(k), str(key)): int(v) for k, key, v in c.execute(query)}
 
 
 def _ingest_totals(conn: Connection) -> tuple[Counter[str], Counter[str]]:
@@ -517,4 +548,6 @@ def _ingest_totals(conn: Connection) -> tuple[Counter[str], Counter[str]]:
             for k, n in conn.execute(select(rj.c.reason, func.count()).group_by(rj.c.reason))
         }
     )
+    for (counter, key), n in pruned_totals(conn, "lines", "rejects").items():
+        (ingested if counter == "lines" else rejected)[key] += n
     return ingested, rejected

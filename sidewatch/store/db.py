@@ -162,6 +162,10 @@ def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
+        # Before the first table: a new store gives the pages pruning frees back to the file
+        # system (store.retention). A no-op on a store created without it, whose free pages
+        # are reused by new rows instead (one offline VACUUM switches it: see README).
+        cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
         cur.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before ingest answers, even across a power cut.
         cur.execute("PRAGMA synchronous=FULL")

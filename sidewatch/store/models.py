@@ -263,6 +263,17 @@ FindingRow = Table(
     *_at_seq(),
 )
 
+# What pruned rows counted, kept so that counters continue past retention (see
+# store.retention): `counter` names the count (`lines`, `rejects`, `transitions`, ...), `key`
+# its labels joined by U+001F, `value` the sum of the pruned rows' share.
+PrunedTotal = Table(
+    "pruned_total",
+    metadata,
+    _text("counter", 32, primary_key=True),
+    _text("key", 512, primary_key=True),
+    _ms("value"),
+)
+
 # Store-wide settings, e.g. the generated key that hashes personal approver refs.
 Meta = Table(
     "meta",

@@ -79,3 +79,29 @@ def test_the_newest_revision_read_from_the_files_is_alembics_head() -> None:
     alembic_head = ScriptDirectory.from_config(db._alembic_config()).get_current_head()
 
     assert (HEAD, HEAD) == (alembic_head, db.head())
+
+
+def test_db_stats_prints_rows_the_oldest_row_and_the_size_of_every_table(
+    db_url: str, tmp_path: Path
+) -> None:
+    stream = tmp_path / "one.ndjson"
+    stream.write_text(
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r","timestamp":1785081600000}\n'
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r","timestamp":1785081601000,'
+        '"outcome":{"type":"interrupt","interrupts":[{"id":"i","reason":"tool_call"}]}}\n'
+    )
+    runner = CliRunner()
+    runner.invoke(cli, ["ingest", "--db", db_url, str(stream)])
+
+    result = runner.invoke(cli, ["db", "stats", "--db", db_url])
+
+    assert 0 == result.exit_code, result.output
+    lines = result.output.splitlines()
+    assert lines[0].endswith(f"(schema {HEAD})")
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:-2]}
+    assert ["1", "2026-07-26T16:00:01Z"] == rows["interrupt"]
+    assert ["2", "2026-07-26T16:00:00Z"] == rows["run_fact"]
+    assert ["0", "-"] == rows["answer"]
+    assert {"unit", "wait_state", "pruned_total", "transition"} <= rows.keys()
+    assert lines[-2].startswith("size on disk: ")
+    assert "retention 30d; pruned so far (kept as counts): nothing" == lines[-1]

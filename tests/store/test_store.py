@@ -43,6 +43,7 @@ TABLES = {
     "service_heartbeat",
     "service_heartbeat_change",
     "service_binding",
+    "pruned_total",
 }
 
 
