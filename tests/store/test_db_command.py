@@ -49,8 +49,9 @@ def test_db_upgrade_of_an_unreachable_store_is_a_one_line_error() -> None:
 
 # A next migration in the forms Alembic writes: its newer annotated template, and a merge
 # (a tuple of the revisions it follows), which only Alembic reads.
-ANNOTATED = 'revision: str = "0010"\ndown_revision: Union[str, None] = "0009"\n'
-MERGE = 'revision = "0010"\ndown_revision = ("0009",)\n'
+NEXT = f"{int(HEAD) + 1:04d}"
+ANNOTATED = f'revision: str = "{NEXT}"\ndown_revision: Union[str, None] = "{HEAD}"\n'
+MERGE = f'revision = "{NEXT}"\ndown_revision = ("{HEAD}",)\n'
 
 
 @pytest.mark.parametrize("source", [ANNOTATED, MERGE], ids=["annotated", "merge"])
@@ -59,7 +60,7 @@ def test_the_newest_revision_is_alembics_head_whatever_the_form_of_the_files(
 ) -> None:
     migrations = tmp_path / "migrations"
     shutil.copytree(VERSIONS.parent, migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0010_next.py").write_text(
+    (migrations / "versions" / f"{NEXT}_next.py").write_text(
         f'"""next"""\n\nfrom typing import Union\n\n{source}'
         "branch_labels = None\ndepends_on = None\n\n\n"
         "def upgrade() -> None:\n    pass\n\n\ndef downgrade() -> None:\n    pass\n"
@@ -72,7 +73,7 @@ def test_the_newest_revision_is_alembics_head_whatever_the_form_of_the_files(
     finally:
         db.head.cache_clear()
 
-    assert ("0010", "0010") == (alembic_head, newest)
+    assert (NEXT, NEXT) == (alembic_head, newest)
 
 
 def test_the_newest_revision_read_from_the_files_is_alembics_head() -> None:
