@@ -13,9 +13,10 @@ import orjson
 import pytest
 import rfc8785
 
+from sidewatch.core.engine import evaluate
 from sidewatch.core.model import Missing, Phase, State, Verdict
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, ingest_unit
+from sidewatch.daemon.pipeline import audit, classified, ingest_unit
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -611,3 +612,26 @@ def test_evidence_by_thread_and_interrupt_names_the_most_recent_wait_of_that_id(
     expected = {"t1/i1": State.RESUMED, "t1/i1@r2": State.CLOSED_BY_DECLINE}
 
     assert expected == verdicts(store, BASE + 6 * MIN)
+
+
+def test_an_audit_leaves_out_the_threads_not_begun_and_keeps_every_other_verdict(
+    store: Store,
+) -> None:
+    ingest_unit(store, "seed", (FIXTURES / "seed-audit.ndjson").read_bytes(), BASE, PROTECT)
+    threads = store.threads()
+    starts = sorted(min(i.at for i in t.interrupts) for t in threads)
+    at = starts[len(starts) // 2]  # some threads begin after it, some at or before it
+
+    every = [
+        (w.evidence.request_id, w.verdict)
+        for t in threads
+        for w in evaluate(t, lambda a, r: DEFAULT_POLICY, at).waits
+        if w.evidence.requested_at <= at
+    ]
+    audited = [
+        (a.evidence.request_id, a.verdict) for a in classified(threads, (DEFAULT_POLICY,), at)
+    ]
+
+    assert starts[0] <= at < starts[-1]
+    assert sorted(every, key=lambda p: p[0]) == sorted(audited, key=lambda p: p[0])
+    assert audited
