@@ -328,7 +328,15 @@ class JetStreamIngest:
             )
             for msg in msgs
         ]
-        outcomes = await run_in_threadpool(handle_batch, self.app, f"nats:{src.stream}", delivered)
+        work = asyncio.ensure_future(
+            run_in_threadpool(handle_batch, self.app, f"nats:{src.stream}", delivered)
+        )
+        # The batch's one transaction may outlast ackWait (a slow disk, a loaded host): tell
+        # JetStream the messages are in progress, or it delivers them all again meanwhile.
+        while not (await asyncio.wait({work}, timeout=src.ack_wait_ms / 3000))[0]:
+            for msg in msgs:
+                await msg.in_progress()
+        outcomes = work.result()
         retry = False
         for msg, outcome in zip(msgs, outcomes, strict=True):
             self.outcomes[outcome] += 1
