@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
 
 from sidewatch.config import Config
@@ -14,7 +14,7 @@ from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.ingest.payload import NO_LABELS, Labels
-from sidewatch.report.build import IngestHealth, build_report
+from sidewatch.report.build import IngestHealth, Retained, build_report
 from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
@@ -168,6 +168,7 @@ def report(store: Store, policies: tuple[Policy, ...], end: int, window_ms: int)
         store.findings(),
         health(start, end),
         health(start - window_ms, start),
+        Retained(*astuple(store.retention())),
     )
 
 

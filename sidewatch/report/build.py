@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State, Verdict, WaitEvidence
@@ -29,6 +29,17 @@ class IngestHealth:
     redelivered_lines: int = 0  # their lines (not in accepted and skipped)
 
 
+@dataclass(frozen=True, slots=True)
+class Retained:
+    """What the store pruned: the cutoff (ms), the pruned rows' counts (lines, rejects,
+    transitions, findings), and evidence for unknown waits by table, pruned and kept."""
+
+    pruned_before: int | None = None
+    pruned: dict[str, int] = field(default_factory=dict)
+    unknown_pruned: dict[str, int] = field(default_factory=dict)
+    unknown_kept: dict[str, int] = field(default_factory=dict)
+
+
 def build_report(
     end: int,
     window_ms: int,
@@ -37,10 +48,13 @@ def build_report(
     findings: Iterable[tuple[str, int]],
     ingest: IngestHealth,
     previous_ingest: IngestHealth,
+    retention: Retained | None = None,
 ) -> dict[str, Any]:
     """`now_waits` classified at `end`, `before_waits` at `end - window` (the previous window's
-    end); `findings`: (rule, at) of every protocol finding noticed."""
+    end); `findings`: (rule, at) of every protocol finding noticed; `retention`: what the
+    store pruned (store.retention), None when it never did."""
     start = end - window_ms
+    retention = retention or Retained()
     findings = list(findings)
     this = _summary(now_waits, start, end, findings, ingest)
     previous = _summary(before_waits, start - window_ms, start, findings, previous_ingest)
@@ -83,6 +97,19 @@ def build_report(
         ],
         "findings": this["findings"],
         "ingest": this["ingest"],
+        "retention": {
+            "prunedBefore": None
+            if retention.pruned_before is None
+            else iso(retention.pruned_before),
+            # A window (or the previous one) reaching back before it shows what is kept only.
+            "windowPruned": retention.pruned_before is not None
+            and start - window_ms < retention.pruned_before,
+            "pruned": dict(sorted(retention.pruned.items())),
+            "unknownWaitEvidence": {
+                "kept": dict(sorted(retention.unknown_kept.items())),
+                "pruned": dict(sorted(retention.unknown_pruned.items())),
+            },
+        },
         "previous": {k: previous[k] for k in ("counts", "transitionCounts", "findings", "ingest")},
         "change": {
             "counts": _delta(this["counts"], previous["counts"]),

@@ -104,6 +104,15 @@ def render_markdown(report: dict[str, Any], external_url: str | None = None) -> 
     to its page on the daemon, as in the HTML report."""
     w = report["window"]
     lines = [f"# sidewatch audit report: {_v(w['start'])} to {_v(w['end'])}", ""]
+    kept = report.get("retention", {})
+    if kept.get("windowPruned"):
+        pruned = ", ".join(f"{n} {_v(k)}" for k, n in kept["pruned"].items()) or "nothing counted"
+        lines += [
+            f"> This window, or the previous one, reaches back before {_v(kept['prunedBefore'])}: "
+            f"what is older was pruned (store.retention; pruned so far: {pruned}). The figures "
+            "below are of what is kept.",
+            "",
+        ]
 
     counts, change = report["countsAtEnd"], report["change"]["counts"]
     lines += ["## Waits at the end of the window", ""]
@@ -201,4 +210,17 @@ def render_markdown(report: dict[str, Any], external_url: str | None = None) -> 
     if ing["rejectedByReason"]:
         reasons = [[reason, n] for reason, n in ing["rejectedByReason"].items()]
         lines += ["", *_table(["reason", "lines"], reasons)]
+    unknown = kept.get("unknownWaitEvidence", {})
+    tables = sorted({*unknown.get("kept", {}), *unknown.get("pruned", {})})
+    if tables:
+        lines += [
+            "",
+            "Evidence for unknown waits (naming no wait seen: a notifier or tap naming the "
+            "wrong thread or requestId shows up here):",
+            "",
+            *_table(
+                ["evidence", "kept", "pruned"],
+                [[t, unknown["kept"].get(t, 0), unknown["pruned"].get(t, 0)] for t in tables],
+            ),
+        ]
     return "\n".join(lines) + "\n"

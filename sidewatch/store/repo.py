@@ -45,6 +45,7 @@ from sidewatch.store.models import (
     Unit,
     table_of,
 )
+from sidewatch.store.retention import RetentionState, retention_state
 from sidewatch.store.services import write_beats, write_bindings
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
@@ -319,6 +320,10 @@ class Store:
             int(again),
             int(again_accepted + again_skipped),
         )
+
+    def retention(self) -> RetentionState:
+        """What was pruned to store.retention, and the evidence for unknown waits kept."""
+        return retention_state(self.engine)
 
     def threads_of(self, request_id: str) -> set[str]:
         """The threads whose waits may have this requestId (see load.threads_of_refs)."""

@@ -33,6 +33,7 @@ LINES, REJECTS, TRANSITIONS, FINDINGS, UNKNOWN = (
     "findings",
     "unknown_evidence",
 )
+PRUNED_BEFORE = "pruned_before"  # the latest cutoff pruned to (ms), one row
 _ADD = (
     "INSERT INTO pruned_total (counter, key, value) VALUES (?, ?, ?) "
     "ON CONFLICT (counter, key) DO UPDATE SET value = pruned_total.value + excluded.value"
@@ -148,8 +149,21 @@ class Retention:
                     self._after[table] = last
                     if not more:
                         break
+            if threads or units or unknown:
+                self._pruned_before(cutoff)
             pages = self._vacuum(deadline, clock)
         return Pruned(threads, waits, units, unknown, pages, done)
+
+    def _pruned_before(self, cutoff: int) -> None:
+        """Remember the cutoff pruned to (reports say a window before it was pruned)."""
+        with self.engine.begin() as c:
+            self._lock(c)
+            old = c.exec_driver_sql(
+                driver_sql(c, "SELECT value FROM pruned_total WHERE counter = ? AND key = ''"),
+                (PRUNED_BEFORE,),
+            ).scalar()
+            if old is None or int(old) < cutoff:
+                c.exec_driver_sql(driver_sql(c, _ADD), (PRUNED_BEFORE, "", cutoff - int(old or 0)))
 
     @contextlib.contextmanager
     def _paced(self) -> Iterator[None]:
@@ -475,3 +489,40 @@ def store_stats(engine: Engine, tables: Sequence[str]) -> StoreStats:
             )
     shown = (LINES, REJECTS, TRANSITIONS, FINDINGS, UNKNOWN)
     return StoreStats(tuple(out), size, free, mode, {k: pruned[k] for k in shown if pruned[k]})
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionState:
+    """For reports: the cutoff pruned to (None: nothing pruned yet), the pruned rows' counts
+    (lines, rejects, transitions, findings) and evidence for unknown waits by table, pruned
+    and kept (naming no wait seen yet)."""
+
+    pruned_before: int | None
+    pruned: dict[str, int]
+    unknown_pruned: dict[str, int]
+    unknown_kept: dict[str, int]
+
+
+def retention_state(engine: Engine) -> RetentionState:
+    with classified("store unavailable", "the store refused a query"), engine.connect() as c:
+        pruned: Counter[str] = Counter()
+        unknown: dict[str, int] = {}
+        before: int | None = None
+        for counter, key, n in c.exec_driver_sql("SELECT counter, key, value FROM pruned_total"):
+            if counter == PRUNED_BEFORE:
+                before = int(n)
+            elif counter == UNKNOWN:
+                unknown[str(key)] = int(n)
+            elif counter in (LINES, REJECTS, TRANSITIONS, FINDINGS):
+                pruned[str(counter)] += int(n)
+        kept = {}
+        for table in _EVIDENCE_TABLES:
+            if table == "finding":
+                continue  # a finding of a thread is the thread's, not evidence of a wait
+            no_wait = _SIGNAL_NO_WAIT if table == "signal" else _NO_WAIT
+            n = int(
+                c.exec_driver_sql(f"SELECT count(*) FROM {table} t WHERE {no_wait}").scalar() or 0
+            )
+            if n:
+                kept[table] = n
+    return RetentionState(before, dict(pruned), unknown, kept)

@@ -14,8 +14,9 @@ from sqlalchemy import Engine, text
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+from sidewatch.daemon.pipeline import ingest_unit, ref_protector, report
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
+from sidewatch.report.markdown import render_markdown
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from sidewatch.store.retention import Retention
@@ -251,3 +252,31 @@ def test_a_pass_out_of_time_stops_between_batches_and_the_next_goes_on(
 
     assert (1, False) == (first.threads, first.done)
     assert (1, True) == (second.threads, second.done)
+
+
+def test_a_report_reaching_back_before_the_cutoff_says_what_was_pruned(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    history(store, Auditor(store, POLICIES))
+    lines, moves = (
+        sum(table_rows(store.engine, "line_count", "lines")),
+        table_rows(store.engine, "transition", "id"),
+    )
+    Retention(store.engine, WEEK).prune(NOW, budget_s=60)
+    lines -= sum(table_rows(store.engine, "line_count", "lines"))
+    moved = len(moves) - len(table_rows(store.engine, "transition", "id"))
+
+    old = report(store, POLICIES, T0 + DAY, DAY)
+    recent = report(store, POLICIES, NOW, DAY)
+    text = render_markdown(old)
+
+    assert {
+        "prunedBefore": "2026-07-29T16:00:00Z",
+        "windowPruned": True,
+        "pruned": {"lines": lines, "rejects": 1, "transitions": moved},
+        "unknownWaitEvidence": {"kept": {"heartbeat": 1}, "pruned": {"heartbeat": 1, "signal": 1}},
+    } == old["retention"]
+    assert not recent["retention"]["windowPruned"]
+    assert "reaches back before 2026-07-29T16:00:00Z: what is older was pruned" in text
+    assert "| heartbeat | 1 | 1 |" in text
