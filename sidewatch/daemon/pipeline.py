@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from sidewatch.store.repo import RejectedLine, Store
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
     from sqlalchemy import Engine
 
-    from sidewatch.ingest.agui import Reject
+    from sidewatch.ingest.agui import Interpreter, Reject, UnitResult
     from sidewatch.ingest.digest import RefProtector
 
 log = logging.getLogger("sidewatch.auditor")
@@ -70,8 +71,7 @@ def ingest_unit(
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
     A unit over `max_lines` is refused whole (TooLarge), before anything is stored. A unit
     whose `key` is already stored is a duplicate: nothing is stored again."""
-    from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
-    from sidewatch.ingest.reader import frame  # noqa: PLC0415
+    from sidewatch.ingest.reader import frame  # noqa: PLC0415 (only ingest needs it)
 
     framed = frame(body, media_type)
     if not framed.items and not any(line.strip() for line in framed.lines):
@@ -79,11 +79,45 @@ def ingest_unit(
     count = len(framed.lines) + len(framed.items)
     if max_lines is not None and count > max_lines:
         raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
+    return _stored(
+        store, source, received_at, protect, key, labels, max_line_bytes, lambda i: i.read(framed)
+    )
+
+
+def ingest_file(
+    store: Store, path: str, received_at: int, protect: RefProtector, labels: Labels = NO_LABELS
+) -> IngestSummary:
+    """A file (`-`: standard input) as one unit, as `ingest_unit` stores the file's bytes. A
+    plain NDJSON file is read a chunk at a time, so that its size never bounds the memory it
+    takes; any other is read whole."""
+    from sidewatch.ingest.reader import ndjson_file, read_file  # noqa: PLC0415
+
+    chunks = ndjson_file(path)
+    if chunks is None:
+        return ingest_unit(store, path, read_file(path), received_at, protect, labels=labels)
+    return _stored(
+        store, path, received_at, protect, None, labels, None, lambda i: i.read_chunks(chunks)
+    )
+
+
+def _stored(
+    store: Store,
+    source: str,
+    received_at: int,
+    protect: RefProtector,
+    key: str | None,
+    labels: Labels,
+    max_line_bytes: int | None,
+    read: Callable[[Interpreter], UnitResult],
+) -> IngestSummary:
+    """Interpret and store one unit in one transaction (`read` gives the interpreter its
+    lines)."""
+    from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
+
     with store.unit(source, received_at, key) as writer:
         if writer is None:
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
-        interpreter = Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels)
-        res = interpreter.read(framed)
+        res = read(Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels))
         redelivered = writer.write(
             protect.digests(res.facts),
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
