@@ -233,8 +233,7 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
 
     Exit status: 0 when no line was rejected, 1 when any was (or any file was refused).
     """
-    from sidewatch.daemon.pipeline import ingest_unit, ref_protector
-    from sidewatch.ingest.reader import read_file
+    from sidewatch.daemon.pipeline import ingest_file, ref_protector
     from sidewatch.store.repo import Store
 
     cfg = _config(config_path, db)
@@ -244,13 +243,11 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
         store, protect = Store(engine), ref_protector(engine, cfg)
         labels = cfg.decision_labels
         for n, path in enumerate(paths, start=1):
-            body = read_file(path)
             if show_progress:
-                click.echo(f"[{n}/{len(paths)}] {path}: {len(body) / 1e6:.1f} MB …", err=True)
+                size = "" if path == "-" else f": {os.path.getsize(path) / 1e6:.1f} MB"
+                click.echo(f"[{n}/{len(paths)}] {path}{size} …", err=True)
             try:
-                summary = ingest_unit(
-                    store, path, body, int(time.time() * 1000), protect, labels=labels
-                )
+                summary = ingest_file(store, path, int(time.time() * 1000), protect, labels)
             except StoreRefused as e:  # this file's data, not the store: the next file goes on
                 click.echo(
                     f"sidewatch: error: {path}: the store refused its data ({e.reason}); "

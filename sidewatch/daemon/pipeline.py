@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
     from sqlalchemy import Engine
 
-    from sidewatch.ingest.agui import Reject
+    from sidewatch.ingest.agui import Interpreter, Reject, UnitResult
     from sidewatch.ingest.digest import RefProtector
     from sidewatch.ingest.reader import Framed
 
@@ -127,6 +127,25 @@ def ingest_units(
     return out
 
 
+def ingest_file(
+    store: Store, path: str, received_at: int, protect: RefProtector, labels: Labels = NO_LABELS
+) -> IngestSummary:
+    """A file (`-`: standard input) as one unit, as `ingest_unit` stores the file's bytes. A
+    plain NDJSON file is read a chunk at a time, so that its size never bounds the memory it
+    takes; any other is read whole."""
+    from sidewatch.ingest.reader import ndjson_file, read_file  # noqa: PLC0415
+
+    chunks = ndjson_file(path)
+    if chunks is None:
+        return ingest_unit(store, path, read_file(path), received_at, protect, labels=labels)
+    with store.unit(path, received_at, None) as writer:
+        if writer is None:
+            return IngestSummary(path, 0, 0, (), {}, duplicate=True)
+        return _written(
+            writer, path, received_at, protect, None, labels, lambda i: i.read_chunks(chunks)
+        )
+
+
 def _write(
     writer: UnitWriter,
     unit: ReadUnit,
@@ -134,10 +153,30 @@ def _write(
     max_line_bytes: int | None,
     labels: Labels,
 ) -> IngestSummary:
+    return _written(
+        writer,
+        unit.source,
+        unit.received_at,
+        protect,
+        max_line_bytes,
+        labels,
+        lambda i: i.read(unit.framed),
+    )
+
+
+def _written(
+    writer: UnitWriter,
+    source: str,
+    received_at: int,
+    protect: RefProtector,
+    max_line_bytes: int | None,
+    labels: Labels,
+    read: Callable[[Interpreter], UnitResult],
+) -> IngestSummary:
+    """Interpret a unit's lines (`read` gives the interpreter them) into its open writer."""
     from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
-    interpreter = Interpreter(unit.received_at, writer.seq_base, protect, max_line_bytes, labels)
-    res = interpreter.read(unit.framed)
+    res = read(Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels))
     redelivered = writer.write(
         protect.digests(res.facts),
         [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
@@ -147,7 +186,7 @@ def _write(
     )
     kinds = {"redelivered": res.accepted + res.skipped} if redelivered else dict(res.kinds)
     return IngestSummary(
-        unit.source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
+        source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
     )
 
 

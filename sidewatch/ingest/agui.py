@@ -8,7 +8,7 @@ dropped at once; a bad line becomes a line-numbered `Reject` and never stops the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -163,17 +163,35 @@ class Interpreter:
     # -- entry points ------------------------------------------------------------------
 
     def read(self, framed: Framed) -> UnitResult:
-        """Interpret a whole framed unit. The bulk of an agent's stream (text and reasoning
+        """Interpret a whole framed unit."""
+        if framed.lines:
+            self._lines(framed.lines, 1)
+        for n, raw in framed.items:
+            self.feed(n, raw)
+        return self.finish()
+
+    def read_chunks(self, chunks: Iterable[list[bytes]]) -> UnitResult:
+        """Interpret a unit of NDJSON lines given a chunk at a time, its line numbers running
+        on across chunks: the same reading as `read` of all its lines at once, in the memory
+        of one chunk (and of the unit's facts)."""
+        first = 1
+        for lines in chunks:
+            self._lines(lines, first)
+            first += len(lines)
+        return self.finish()
+
+    def _lines(self, lines: list[bytes], first: int) -> None:
+        """Raw lines numbered from `first`. The bulk of an agent's stream (text and reasoning
         deltas) is dropped in one pass per family, counted but never parsed."""
-        res, lines = self.result, framed.lines
+        res = self.result
         if lines:
-            kept = [i for i, line in enumerate(lines, 1) if not line.startswith(_BULK)]
+            kept = [i for i, line in enumerate(lines) if not line.startswith(_BULK)]
             if len(kept) != len(lines):
                 res.kinds["content"] += len(lines) - len(kept)
                 res.skipped += len(lines) - len(kept)
             feed, args, loads, calls = self.feed, 0, orjson.loads, self._calls
             for i in kept:
-                line = lines[i - 1]
+                line = lines[i]
                 if line.startswith(_ARGS):
                     # Argument chunks stream one per token: the next-hottest line, so the
                     # checks of `_tool_args` are inlined here and the lines counted at once.
@@ -187,13 +205,10 @@ class Interpreter:
                             continue
                     except (orjson.JSONDecodeError, KeyError, TypeError):
                         pass
-                feed(i, line)  # the general path, which also words any reject
+                feed(first + i, line)  # the general path, which also words any reject
             if args:
                 res.kinds["tool_call"] += args
                 res.accepted += args
-        for n, raw in framed.items:
-            self.feed(n, raw)
-        return self.finish()
 
     def feed(self, line_no: int, raw: bytes | Any) -> None:
         res = self.result

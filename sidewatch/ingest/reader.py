@@ -11,7 +11,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -116,6 +116,62 @@ def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:
             except orjson.JSONDecodeError:
                 pass  # NDJSON after all
         yield from enumerate(body.split(b"\n"), start=1)
+
+
+STREAM_CHUNK = 1 << 20  # bytes of a file read at a time
+
+
+def ndjson_file(path: str) -> Iterator[list[bytes]] | None:
+    """A plain NDJSON file's lines, a chunk of whole lines at a time (together exactly
+    `frame(read_file(path)).lines`), so that a file is never held whole in memory. None when
+    `frame` would not read the file as plain NDJSON from its first line alone (gzip, SSE, a
+    JSON array, a spread object), or the file starts with no line to ingest, and for standard
+    input: those are read whole, as before."""
+    if path == "-":
+        return None
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 (closed by the generator, or here)
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from e
+    first = b""
+    try:  # up to the end of the first line, which says how to read the file
+        while b"\n" not in first and (chunk := fh.read(STREAM_CHUNK)):
+            first += chunk
+    except OSError as e:
+        fh.close()
+        raise InputError(f"{path}: {e.strerror or e}") from e
+    nl = first.find(b"\n")
+    head = first[:64].lstrip()
+    plain = (
+        first[:2] != b"\x1f\x8b"
+        and nl >= 0
+        and bool(first.strip())
+        and not head.startswith((*_SSE_FIELDS, b"["))
+        # `_is_ndjson`'s reading, where the first line decides it
+        and (not head.startswith(b"{") or _parses(first[:nl]))
+    )
+    if not plain:
+        fh.close()
+        return None
+    return _chunks(fh, first, path)
+
+
+def _chunks(fh: BinaryIO, chunk: bytes, path: str) -> Iterator[list[bytes]]:
+    with fh:
+        pending: list[bytes] = []  # the line the last chunk ended inside of
+        while chunk:
+            nl = chunk.rfind(b"\n")
+            if nl < 0:
+                pending.append(chunk)
+            else:
+                pending.append(chunk[:nl])
+                yield b"".join(pending).split(b"\n")
+                pending = [chunk[nl + 1 :]]
+            try:
+                chunk = fh.read(STREAM_CHUNK)
+            except OSError as e:
+                raise InputError(f"{path}: {e.strerror or e}") from e
+        yield [b"".join(pending)]
 
 
 def read_file(path: str) -> bytes:
