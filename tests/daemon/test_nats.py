@@ -235,8 +235,10 @@ def test_a_message_committed_before_a_crash_is_acknowledged_not_stored_twice(
 
     body, key = _js(deliver_first)  # delivered, never acknowledged
     engine = open_store(db_url)
+    # received now: a unit older than store.retention would be pruned by serve's first tick
+    received = int(time.time() * 1000)
     ingest_unit(
-        Store(engine), "nats:crashed", body, 1_000, ref_protector(engine, Config()), key=key
+        Store(engine), "nats:crashed", body, received, ref_protector(engine, Config()), key=key
     )
     engine.dispose()
 
@@ -253,7 +255,7 @@ def test_a_message_committed_before_a_crash_is_acknowledged_not_stored_twice(
 
     assert (ingested, settled) == (True, True)
     assert 3 == len(units)
-    assert (key, 1_000) == units[0][:2]  # the unit committed before the crash, not a second one
+    assert (key, received) == units[0][:2]  # the unit committed before the crash, not a second one
     # delivered four times: message 1 before the crash and again after it, then 2 and 3
     assert (0, 0, 4) == (info.num_pending, info.num_ack_pending, info.delivered.consumer_seq)
     assert 'sidewatch_ingested_lines_total{kind="run"} 3.0' in metrics
