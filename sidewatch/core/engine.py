@@ -44,6 +44,7 @@ from sidewatch.core.model import (
     WaitEvidence,
 )
 from sidewatch.core.policy import Policy
+from sidewatch.core.vocab import FindingRule
 
 PolicyFor = Callable[[str | None, str | None], Policy]
 Key = tuple[int, int]
@@ -63,6 +64,8 @@ _SIGNAL, _ANSWER, _LEGACY_ANSWER, _HEARTBEAT, _RUN, _TOOL_RESULT, _LONE_ANSWER =
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:
+    """One wait of the thread: its evidence as matched, and its verdict at `now`."""
+
     evidence: WaitEvidence
     verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
     error: Exception | None = None
@@ -70,6 +73,8 @@ class Evaluated:
 
 @dataclass(frozen=True, slots=True)
 class ThreadVerdicts:
+    """The outcome of one pass over a thread: every wait, and the thread's own findings."""
+
     waits: tuple[Evaluated, ...]  # in the order the waits were announced
     findings: tuple[FindingFact, ...]  # noticed on the thread, about no single wait
 
@@ -305,7 +310,9 @@ class _Pass:
             return [((at, seq, _LEGACY_ANSWER, n, 0), _answer(lr, iid, lr.code, lr.digest))]
         self.findings.append(
             FindingFact(
-                rule="legacy_resume_ambiguous" if open_then else "answer_unknown_interrupt",
+                rule=FindingRule.LEGACY_RESUME_AMBIGUOUS
+                if open_then
+                else FindingRule.ANSWER_UNKNOWN_INTERRUPT,
                 at=lr.at,
                 seq=lr.seq,
                 thread_id=self.facts.thread_id,
@@ -447,7 +454,7 @@ class _Pass:
             if a.interrupt_id not in self.known and a.run_id not in self.lone_runs:
                 self.findings.append(
                     FindingFact(
-                        rule="answer_unknown_interrupt",
+                        rule=FindingRule.ANSWER_UNKNOWN_INTERRUPT,
                         at=a.at,
                         seq=a.seq,
                         thread_id=facts.thread_id,
@@ -464,9 +471,9 @@ class _Pass:
         for w in self.waits:
             rules = [f.rule for f in noticed.get(w.first.interrupt_id, ()) if f.run_id in w.runs]
             if w.answering & errored:
-                rules.append("resume_rejected")
+                rules.append(FindingRule.RESUME_REJECTED)
             if w.ignoring - w.answering:
-                rules.append("run_ignores_open_interrupt")
+                rules.append(FindingRule.RUN_IGNORES_OPEN_INTERRUPT)
             found = tuple(dict.fromkeys(rules))
             ev = replace(w.header, items=tuple(w.items), findings=found)
             v = w.verdict

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import FindingFact
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
 from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
 from sidewatch.store.models import (
     DirtyThread,
@@ -164,7 +165,6 @@ def driver_sql(conn: Connection, text: str) -> str:
     return text if conn.dialect.paramstyle == "qmark" else text.replace("?", "%s")
 
 
-CLOSED_STATES = ("CLOSED_BY_DECLINE", "RESUMED", "CANCELLED")
 log = logging.getLogger("sidewatch.store")
 
 
@@ -358,7 +358,7 @@ class AuditState:
         table = table_of(WaitState)
         out: dict[str, int] = {}
         with self._conn() as conn:
-            for state in ("WAITING", "STALE", "UNROUTABLE", "ORPHANED", "STUCK_AFTER_DECISION"):
+            for state in map(str, OPEN_STATES):
                 query = select(func.min(table.c.since)).where(
                     table.c.closed.is_(False), table.c.state == state
                 )

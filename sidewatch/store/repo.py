@@ -29,6 +29,7 @@ from sidewatch.core.facts import (
     ToolCallFact,
     ToolResultFact,
 )
+from sidewatch.core.vocab import LineKind
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.load import load_threads, threads_of_refs
@@ -74,7 +75,7 @@ class RejectedLine:
 
 
 # The line kind of a unit whose facts were all stored already (its lines are not new).
-REDELIVERED = "redelivered"
+REDELIVERED = LineKind.REDELIVERED
 
 
 class UnitWriter:
