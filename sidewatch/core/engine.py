@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-import orjson
-
 from sidewatch.core.facts import (
     AnswerFact,
     FindingFact,
@@ -166,11 +164,7 @@ class _Pass:
             counts[a.run_id] = counts.get(a.run_id, 0) + 1
         legacy_entries = []
         for lr in facts.legacy_resumes:
-            entries = [
-                (self.hashed[h], Code(c), d)
-                for h, c, d in orjson.loads(lr.entries)
-                if h in self.hashed
-            ]
+            entries = [(self.hashed[h], c, d) for h, c, d in lr.entries if h in self.hashed]
             legacy_entries.append(entries)
             counts[lr.run_id] = counts.get(lr.run_id, 0) + max(len(entries), 1)
 

@@ -94,8 +94,8 @@ class AnswerFact:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LegacyResumeFact:
     """ag-ui-langgraph's `forwardedProps.command.resume` in the input of run `run_id`: read as
-    one answer (`code`), and as a map whose keys may name interrupts (`entries`: JSON list of
-    [key hash, code, digest]); which reading applies is decided once the thread is known."""
+    one answer (`code`), and as a map whose keys may name interrupts (`entries`: (key hash,
+    code, digest) per key); which reading applies is decided once the thread is known."""
 
     thread_id: str
     run_id: str
@@ -103,7 +103,7 @@ class LegacyResumeFact:
     at: int
     seq: int
     digest: str | None = None
-    entries: str = "[]"
+    entries: tuple[tuple[str, Code, str | None], ...] = ()
 
 
 def key_hash(key: str) -> str:

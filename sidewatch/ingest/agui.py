@@ -37,6 +37,7 @@ from sidewatch.ingest.bounds import (
     REQUEST_ID_MAX,
     TIME_RANGE,
     id_problem,
+    legacy_entries_json,
     time_ok,
 )
 from sidewatch.ingest.dialects import (
@@ -390,9 +391,9 @@ class Interpreter:
             where = "RunAgentInput: forwardedProps.command.resume: approvedActionFingerprint"
             for digest in (legacy.single_digest, *(e[2] for e in legacy.entries)):
                 _checked_or_none(digest, where, DIGEST_MAX)
-            entries = orjson.dumps([list(e) for e in legacy.entries]).decode()
-            if len(entries) > ENTRIES_MAX:  # hundreds of keys name no interrupts: one answer
-                entries = "[]"
+            entries = legacy.entries
+            if len(legacy_entries_json(entries)) > ENTRIES_MAX:  # hundreds of keys name no
+                entries = ()  # interrupts: one answer
             facts.append(
                 LegacyResumeFact(
                     thread_id=thread,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import fields
 from typing import Any, Generic, TypeVar
 
+import orjson
 from sqlalchemy import Connection, or_, select
 
 from sidewatch.core.facts import (
@@ -49,6 +50,16 @@ def _code_or_none(v: str | None) -> Code | None:
     return _CODES[v] if v else None
 
 
+def entries_json(entries: tuple[tuple[str, Code, str | None], ...]) -> str:
+    """A legacy resume map's entries as the store keeps them: one JSON text of [key hash,
+    code, digest] lists (`_entries` reads it back)."""
+    return orjson.dumps([list(e) for e in entries]).decode()
+
+
+def _entries(text: str) -> tuple[tuple[str, Code, str | None], ...]:
+    return tuple((h, _CODES[c], d) for h, c, d in orjson.loads(text))
+
+
 class _Reader(Generic[T]):
     """One fact's row-to-record conversion: the columns named as its fields, each passed by
     name, converted where the store keeps another type (0/1 for booleans, codes as text)."""
@@ -81,7 +92,7 @@ _SIGNAL = _Reader(
     acknowledged=bool,
     code=_code_or_none,
 )
-_LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__)
+_LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__, entries=_entries)
 _FINDING = _Reader("finding", FindingFact)
 _HEARTBEAT = _Reader("heartbeat", HeartbeatFact, handle=_bool)
 

@@ -32,7 +32,7 @@ from sidewatch.core.facts import (
 from sidewatch.core.vocab import LineKind
 from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
-from sidewatch.store.load import load_threads, threads_of_refs
+from sidewatch.store.load import entries_json, load_threads, threads_of_refs
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -176,8 +176,19 @@ def _plain(kind: type) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*_FIELDS[kind])
 
 
+_ENTRIES_AT = _FIELDS[LegacyResumeFact].index("entries")
+_LEGACY_FIELDS = attrgetter(*_FIELDS[LegacyResumeFact])
+
+
+def _legacy_row(f: Any) -> tuple[Any, ...]:
+    """The map's entries kept as one JSON text (`load.entries_json`)."""
+    row = _LEGACY_FIELDS(f)
+    return (*row[:_ENTRIES_AT], entries_json(f.entries), *row[_ENTRIES_AT + 1 :])
+
+
 _ROW: dict[type, Callable[[Any], tuple[Any, ...]]] = {k: _plain(k) for k in _TABLES}
 _ROW[FindingFact] = _finding_row
+_ROW[LegacyResumeFact] = _legacy_row
 _COLUMNS = {k: (*_FIELDS[k], "key") if k is FindingFact else _FIELDS[k] for k in _TABLES}
 _SQL: dict[tuple[str, type], str] = {}
 
