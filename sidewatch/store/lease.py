@@ -30,8 +30,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from sidewatch.errors import LeaseLost
-from sidewatch.store.auditstate import driver_sql
 from sidewatch.store.db import store_error
+from sidewatch.store.sql import driver_sql
 
 NAME = "audit"
 _NOW = {

@@ -29,9 +29,9 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
-from sidewatch.store.auditstate import key_lookups
 from sidewatch.store.models import DirtyThread, InterruptRow, WaitState, table_of
 from sidewatch.store.services import expand
+from sidewatch.store.sql import key_lookups
 
 CHUNK = 500  # ids per IN (...) list
 T = TypeVar("T")

@@ -24,7 +24,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sidewatch.core.facts import HeartbeatFact, ServiceBeatFact, ServiceBindFact
-from sidewatch.store.auditstate import MARK_DIRTY, driver_sql
 from sidewatch.store.models import (
     ServiceBindingRow,
     ServiceChangeRow,
@@ -32,6 +31,7 @@ from sidewatch.store.models import (
     WaitState,
     table_of,
 )
+from sidewatch.store.sql import MARK_DIRTY, driver_sql
 
 CHUNK = 500
 _BEAT, _CHANGE, _BIND = (
