@@ -1,16 +1,22 @@
 """The one exception tree of sidewatch.
 
-    SidewatchError              anything sidewatch reports as a one-line message (CLI exit 1)
+    SidewatchError              anything sidewatch reports as a one-line message (CLI exit 1):
+    │                           a listen address, a report path or format, a missing store
     ├── ConfigError             a config file or value is wrong; lists every problem at once
-    ├── StoreError              the store cannot be reached, migrated or written
-    └── InputError              an ingest unit cannot be read at all
+    ├── StoreError              the store cannot be reached, migrated or written, or its hash
+    │                           key file read (the daemon skips the tick, HTTP answers 503)
+    ├── LeaseLost               another replica took the audit lease over: this replica's
+    │                           tick is dropped, its verdicts rolled back (store.lease)
+    └── InputError              an ingest unit cannot be read at all (not gzip, no line)
         │                       (a bad *line* is a reject, not this)
         ├── TooLarge            over a size limit (HTTP 413)
         └── StoreRefused        the store refused the unit's data: a property of the unit,
                                 not an outage (HTTP 400, JetStream terminates it)
 
 "Unknown" and "uncertain" are verdicts, not exceptions; a rejected line is a value
-(`ingest.reader.Reject`), counted and reported, never raised.
+(`ingest.agui.Reject`, its reason a `core.vocab.RejectReason`), counted and reported, never
+raised. The interpreter's own `_LineError` and `ingest.evidence.EvidenceError` never leave
+ingest: each becomes that value.
 """
 
 from __future__ import annotations
@@ -47,6 +53,10 @@ class InputError(SidewatchError):
 
 class TooLarge(InputError):
     """An ingest unit is over a limit: inflated size, or lines per unit."""
+
+
+class LeaseLost(SidewatchError):
+    """This replica no longer holds the audit lease: another one took it over."""
 
 
 class StoreRefused(InputError):

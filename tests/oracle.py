@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import orjson
-
 from sidewatch.core.facts import (
     VIA_EDITED,
     AnswerFact,
@@ -120,7 +118,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     for a in facts.answers:
         counts[a.run_id] = counts.get(a.run_id, 0) + 1
     for lr in facts.legacy_resumes:
-        named = sum(1 for h, _, _ in orjson.loads(lr.entries) if h in hashed)
+        named = sum(1 for h, _, _ in lr.entries if h in hashed)
         counts[lr.run_id] = counts.get(lr.run_id, 0) + max(named, 1)
     lone = [
         a
@@ -172,9 +170,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
         elif kind == 1:
             assert isinstance(fact, LegacyResumeFact)
             lr = fact
-            entries = [
-                (hashed[h], Code(c), d) for h, c, d in orjson.loads(lr.entries) if h in hashed
-            ]
+            entries = [(hashed[h], Code(c), d) for h, c, d in lr.entries if h in hashed]
             if entries:
                 new = [_answer(lr, i, c, d) for i, c, d in entries]
             else:

@@ -14,6 +14,8 @@ _NEVER = 2**62  # a `now` after every fact: the timelines do not depend on it
 
 @dataclass(frozen=True, slots=True)
 class ThreadWaits:
+    """A thread's waits with their evidence, and the findings about no single wait."""
+
     waits: tuple[WaitEvidence, ...]
     findings: tuple[FindingFact, ...]  # noticed on the thread, about no single wait
 

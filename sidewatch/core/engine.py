@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import orjson
-
 from sidewatch.core.facts import (
     VIA_EDITED,
     AnswerFact,
@@ -46,6 +44,7 @@ from sidewatch.core.model import (
     WaitEvidence,
 )
 from sidewatch.core.policy import Policy
+from sidewatch.core.vocab import FindingRule
 
 PolicyFor = Callable[[str | None, str | None], Policy]
 Key = tuple[int, int]
@@ -58,7 +57,7 @@ _RUN_STEPS = {
     RunMark.ERROR: RunStep.ERROR,
 }
 _ENDS = (RunStep.FINISHED, RunStep.INTERRUPTED)
-FINDING_REPEAT = "repeated_answer_rejected"
+FINDING_REPEAT = FindingRule.REPEATED_ANSWER_REJECTED
 
 # What happens at one instant, in this order: announcements, then the questions asked of the
 # waits as they were just before it, then the items (in the order a timeline lists them).
@@ -68,6 +67,8 @@ _SIGNAL, _ANSWER, _LEGACY_ANSWER, _HEARTBEAT, _RUN, _TOOL_RESULT, _LONE_ANSWER =
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:
+    """One wait of the thread: its evidence as matched, and its verdict at `now`."""
+
     evidence: WaitEvidence
     verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
     error: Exception | None = None
@@ -75,6 +76,8 @@ class Evaluated:
 
 @dataclass(frozen=True, slots=True)
 class ThreadVerdicts:
+    """The outcome of one pass over a thread: every wait, and the thread's own findings."""
+
     waits: tuple[Evaluated, ...]  # in the order the waits were announced
     findings: tuple[FindingFact, ...]  # noticed on the thread, about no single wait
 
@@ -170,11 +173,7 @@ class _Pass:
             counts[a.run_id] = counts.get(a.run_id, 0) + 1
         legacy_entries = []
         for lr in facts.legacy_resumes:
-            entries = [
-                (self.hashed[h], Code(c), d)
-                for h, c, d in orjson.loads(lr.entries)
-                if h in self.hashed
-            ]
+            entries = [(self.hashed[h], c, d) for h, c, d in lr.entries if h in self.hashed]
             legacy_entries.append(entries)
             counts[lr.run_id] = counts.get(lr.run_id, 0) + max(len(entries), 1)
 
@@ -315,7 +314,9 @@ class _Pass:
             return [((at, seq, _LEGACY_ANSWER, n, 0), _answer(lr, iid, lr.code, lr.digest))]
         self.findings.append(
             FindingFact(
-                rule="legacy_resume_ambiguous" if open_then else "answer_unknown_interrupt",
+                rule=FindingRule.LEGACY_RESUME_AMBIGUOUS
+                if open_then
+                else FindingRule.ANSWER_UNKNOWN_INTERRUPT,
                 at=lr.at,
                 seq=lr.seq,
                 thread_id=self.facts.thread_id,
@@ -471,7 +472,7 @@ class _Pass:
             if a.interrupt_id not in self.known and a.run_id not in self.lone_runs:
                 self.findings.append(
                     FindingFact(
-                        rule="answer_unknown_interrupt",
+                        rule=FindingRule.ANSWER_UNKNOWN_INTERRUPT,
                         at=a.at,
                         seq=a.seq,
                         thread_id=facts.thread_id,
@@ -489,11 +490,11 @@ class _Pass:
             rules = [f.rule for f in noticed.get(w.first.interrupt_id, ()) if f.run_id in w.runs]
             repeats = w.replay.repeats
             if (w.answering - repeats) & errored:
-                rules.append("resume_rejected")
+                rules.append(FindingRule.RESUME_REJECTED)
             if repeats & errored:  # an answer repeated after its continuation ended
                 rules.append(FINDING_REPEAT)
             if w.ignoring - w.answering:
-                rules.append("run_ignores_open_interrupt")
+                rules.append(FindingRule.RUN_IGNORES_OPEN_INTERRUPT)
             found = tuple(dict.fromkeys(rules))
             # Built from its fields, not replace()d: twice as fast, once per wait.
             ev = WaitEvidence(**w.asked, items=tuple(w.items), findings=found)

@@ -14,6 +14,8 @@ from sidewatch.core.model import Code
 
 
 class RunMark(StrEnum):
+    """What a run fact says of its run: asked for, started, or ended (and how)."""
+
     INPUT = "input"  # a RunAgentInput (or the input echoed in RUN_STARTED) asked for the run
     STARTED = "started"
     FINISHED = "finished"  # no outcome, or `success`
@@ -23,6 +25,8 @@ class RunMark(StrEnum):
 
 
 class SignalKind(StrEnum):
+    """Which `sidewatch.*` evidence event a signal fact is."""
+
     ROUTE = "route"
     DECISION = "decision"
     ACTION = "action"
@@ -31,6 +35,9 @@ class SignalKind(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InterruptFact:
+    """A run announced interrupt `interrupt_id` on its end: the request of a wait (or the
+    same wait again), with what it asked and the metadata the producer gave."""
+
     thread_id: str
     run_id: str
     interrupt_id: str
@@ -61,6 +68,8 @@ class ToolCallFact:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFact:
+    """A step of run `run_id` on its thread: its input, start or end."""
+
     run_id: str
     thread_id: str
     mark: RunMark
@@ -90,8 +99,8 @@ class AnswerFact:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LegacyResumeFact:
     """ag-ui-langgraph's `forwardedProps.command.resume` in the input of run `run_id`: read as
-    one answer (`code`), and as a map whose keys may name interrupts (`entries`: JSON list of
-    [key hash, code, digest]); which reading applies is decided once the thread is known."""
+    one answer (`code`), and as a map whose keys may name interrupts (`entries`: (key hash,
+    code, digest) per key); which reading applies is decided once the thread is known."""
 
     thread_id: str
     run_id: str
@@ -99,7 +108,7 @@ class LegacyResumeFact:
     at: int
     seq: int
     digest: str | None = None
-    entries: str = "[]"
+    entries: tuple[tuple[str, Code, str | None], ...] = ()
 
 
 def key_hash(key: str) -> str:
@@ -110,6 +119,8 @@ def key_hash(key: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultFact:
+    """Run `run_id` reported the result of tool call `tool_call_id` (never the result)."""
+
     thread_id: str
     run_id: str
     tool_call_id: str
@@ -137,6 +148,9 @@ class SignalFact:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeartbeatFact:
+    """The requester of the thread's waits (of `run_id`, or all) is alive; `handle` reports
+    its resume handle (None: not reported)."""
+
     thread_id: str
     at: int
     seq: int

@@ -19,6 +19,7 @@ from sidewatch.core.model import (
     Phase,
     Receipt,
     Route,
+    RouteStatus,
     RunEvent,
     RunStep,
     State,
@@ -27,10 +28,11 @@ from sidewatch.core.model import (
     WaitEvidence,
 )
 from sidewatch.core.policy import Need, Policy, ReceiptKind
+from sidewatch.core.vocab import FindingRule
 
-FINDING_LATE_ANSWER = "answered_after_expiry"
-FINDING_DROPPED = "dropped_unanswered"
-FINDING_LONE_ANSWER = "answer_matched_by_lone_wait"
+FINDING_LATE_ANSWER = FindingRule.ANSWERED_AFTER_EXPIRY
+FINDING_DROPPED = FindingRule.DROPPED_UNANSWERED
+FINDING_LONE_ANSWER = FindingRule.ANSWER_MATCHED_BY_LONE_WAIT
 
 
 class _Acc:
@@ -467,13 +469,13 @@ def _verdict(
         uncertain = uncertain or not (handle_gone or hb_stale)
 
     if acc.acked_at is not None:
-        route = "acknowledged"
+        route = RouteStatus.ACKNOWLEDGED
     elif acc.delivered_at is not None:
-        route = "delivered"
+        route = RouteStatus.DELIVERED
     elif acc.failed_at is not None:
-        route = "failed"
+        route = RouteStatus.FAILED
     else:
-        route = "none"
+        route = RouteStatus.NONE
     digest_changed = (acc.original is not None and acc.digest != acc.original) or (
         acc.accept is not None and acc.approved is not None and acc.approved != acc.digest
     )

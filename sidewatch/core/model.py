@@ -7,6 +7,8 @@ from enum import StrEnum
 
 
 class State(StrEnum):
+    """Where a wait stands by its evidence: five open states and three closed ones."""
+
     WAITING = "WAITING"
     STALE = "STALE"
     UNROUTABLE = "UNROUTABLE"
@@ -25,6 +27,13 @@ OPEN_STATES: tuple[State, ...] = (
     State.STUCK_AFTER_DECISION,
 )
 CLOSED_STATES: tuple[State, ...] = (State.CLOSED_BY_DECLINE, State.RESUMED, State.CANCELLED)
+# The open states that are someone's problem (WAITING is the normal wait): each one an alert.
+PROBLEM_STATES: tuple[State, ...] = (
+    State.STALE,
+    State.UNROUTABLE,
+    State.ORPHANED,
+    State.STUCK_AFTER_DECISION,
+)
 
 # Every open state may move to any other state; a closed state never moves, with the one
 # documented exception: a RESUMED wait whose continuing run then fails.
@@ -35,6 +44,8 @@ ALLOWED_TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
 
 
 class Owner(StrEnum):
+    """Who holds the next move of a wait in a state (`OWNER`)."""
+
     APPROVER = "approver"
     REQUESTER = "requester"
     POLICY_OWNER = "policy_owner"
@@ -42,6 +53,8 @@ class Owner(StrEnum):
 
 
 class Phase(StrEnum):
+    """What a WAITING wait waits for: its route's grace, a decision, or the receipt of one."""
+
     AWAITING_ROUTE = "awaiting_route"
     AWAITING_DECISION = "awaiting_decision"
     AWAITING_RECEIPT = "awaiting_receipt"
@@ -56,10 +69,42 @@ class Code(StrEnum):
 
 
 class Missing(StrEnum):
+    """Evidence nobody ever reported for a wait (a decision: the producer dropped it)."""
+
     ROUTE = "route"
     HANDLE = "handle"
     HEARTBEAT = "heartbeat"
     DECISION = "decision"
+
+
+class Severity(StrEnum):
+    """How loudly a state is raised: the alert label `severity` of the rules and of the
+    Alertmanager push (a page wakes someone, a ticket waits for the working day)."""
+
+    PAGE = "page"
+    TICKET = "ticket"
+    INFO = "info"
+
+
+# The severity of each alertable open state. A wait resting on never-reported evidence is a
+# ticket whatever its state (spec: "Missing evidence never pages"); WAITING is info only after
+# a long wait (a rule of rules/), and a closed state never alerts.
+SEVERITY: dict[State, Severity] = {
+    State.STUCK_AFTER_DECISION: Severity.PAGE,
+    State.ORPHANED: Severity.PAGE,
+    State.UNROUTABLE: Severity.PAGE,
+    State.STALE: Severity.TICKET,
+    State.WAITING: Severity.INFO,
+}
+
+
+class RouteStatus(StrEnum):
+    """The best route evidence of a wait (`evidence.route` of a verdict)."""
+
+    NONE = "none"  # nothing reported
+    FAILED = "failed"  # a notification that reached no approver
+    DELIVERED = "delivered"
+    ACKNOWLEDGED = "acknowledged"
 
 
 OWNER: dict[State, Owner | None] = {
@@ -153,6 +198,8 @@ class Receipt:
 
 
 class RunStep(StrEnum):
+    """What a later run of the wait's thread did, as the model reads it."""
+
     STARTED = "started"
     FINISHED = "finished"  # finished with no outcome or `success`
     INTERRUPTED = "interrupted"  # finished with a (new) interrupt outcome
@@ -204,6 +251,9 @@ class WaitEvidence:
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
+    """A policy's times, in ms: how long an accept may wait for its receipt, how long a
+    heartbeat stays fresh, and how long a request may wait for its route."""
+
     resume_grace_ms: int
     heartbeat_freshness_ms: int
     route_grace_ms: int
@@ -217,7 +267,7 @@ class Facts:
     expires_at: int | None
     action_digest: str | None
     digest_changed: bool
-    route: str  # none | failed | delivered | acknowledged
+    route: RouteStatus
     approver_ref: str | None
     resume_handle: bool
     last_heartbeat_at: int
@@ -244,6 +294,11 @@ class Transition:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """One wait's state at the evaluation time, with what it rests on: `since` is when the
+    evidence put it there, `uncertain` says the state rests on an inference (a lone answer,
+    evidence never reported), `missing` lists what nobody reported, `transitions` the path
+    to it, and `due_at` the next instant at which time alone would move it."""
+
     request_id: str
     state: State
     phase: Phase | None
@@ -259,10 +314,12 @@ class Verdict:
 
     @property
     def closed(self) -> bool:
+        """Whether the state is closed (it then never moves, but for a failed RESUMED)."""
         return self.state in CLOSED_STATES
 
     @property
     def owner(self) -> Owner | None:
+        """Who holds the next move; None for a wait that needs nothing."""
         return OWNER[self.state]
 
     @property
@@ -275,6 +332,7 @@ class Verdict:
 
     @property
     def next_move(self) -> str:
+        """What the owner should do next, or, for an uncertain state, what to report."""
         if self.unreported:
             return uncertain_move(self.unreported)
         return NEXT_MOVE[self.state]
@@ -293,6 +351,7 @@ UNREPORTED_LABELS: dict[State, tuple[str, ...]] = {
 
 
 def unreported_label(items: tuple[Missing, ...]) -> str:
+    """The `missing` label value of never-reported evidence (one of `UNREPORTED_LABELS`)."""
     return ",".join(items)
 
 

@@ -10,17 +10,25 @@ from sidewatch.core.model import Thresholds
 
 
 class Need(StrEnum):
+    """Whether a policy's verdicts wait for an evidence item (route, handle, heartbeat)."""
+
     REQUIRED = "required"
     IGNORED = "ignored"  # this deployment never reports the item: its absence proves nothing
 
 
 class ReceiptKind(StrEnum):
+    """What proves that an accept was consumed by the continuing run."""
+
     RUN_STARTED = "run_started"  # the continuing run's start consumes the decision (default)
     TOOL_RESULT = "tool_result"  # only the gated tool call's TOOL_CALL_RESULT does
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
+    """The thresholds and evidence rules of the waits whose tool name or reason it matches:
+    which evidence the deployment reports, what counts as the receipt, and the producer's
+    own words for accept and decline."""
+
     name: str
     thresholds: Thresholds
     tools: tuple[str, ...] = ()  # glob patterns over the action's tool name

@@ -12,6 +12,7 @@ from sidewatch.core.engine import evaluate
 from sidewatch.core.facts import ThreadFacts
 from sidewatch.core.model import Verdict, WaitEvidence
 from sidewatch.core.policy import Policy, select
+from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.report.build import IngestHealth, Retained, build_report
@@ -184,7 +185,9 @@ def _written(
         res.accepted,
         res.skipped,
     )
-    kinds = {"redelivered": res.accepted + res.skipped} if redelivered else dict(res.kinds)
+    kinds: dict[str, int] = (
+        {LineKind.REDELIVERED: res.accepted + res.skipped} if redelivered else dict(res.kinds)
+    )
     return IngestSummary(
         source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
     )

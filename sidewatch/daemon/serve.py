@@ -47,12 +47,12 @@ from sidewatch.daemon.pipeline import ref_protector, report
 from sidewatch.daemon.reload import key_of, reloaded
 from sidewatch.daemon.reports import write_reports
 from sidewatch.daemon.selfwatch import SelfCollector
-from sidewatch.errors import SidewatchError, StoreError
+from sidewatch.errors import LeaseLost, SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
 from sidewatch.store.db import Limits, failure, open_store, require_head
-from sidewatch.store.lease import AuditLease, LeaseLost
+from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from sidewatch.config import Token
-from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, SEVERITY, State
 from sidewatch.core.text import safe, wait_page_url
 from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import StoreError, StoreRefused
@@ -53,8 +53,6 @@ ORDER = (
     *CLOSED_STATES,
 )
 RANK = {s.value: i for i, s in enumerate(ORDER)}
-SEVERITY = {"STUCK_AFTER_DECISION": "page", "ORPHANED": "page", "UNROUTABLE": "page"}
-SEVERITY |= {"STALE": "ticket", "WAITING": "info"}
 PIECES = ("route", "handle", "heartbeat", "decision")
 RUNBOOKS = Path(__file__).with_name("runbooks")  # package data: an installed copy has them
 

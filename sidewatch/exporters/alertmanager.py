@@ -30,17 +30,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sidewatch.core import model
 from sidewatch.core.text import label, md_text, safe, wait_page_url
 
 log = logging.getLogger("sidewatch.alertmanager")
 NO_ID = "a wait whose requestId is blank"  # the summary of an id with nothing to show
 
-SEVERITY = {
-    "STUCK_AFTER_DECISION": "page",
-    "ORPHANED": "page",
-    "UNROUTABLE": "page",
-    "STALE": "ticket",
-}
+# The states that alert (the problem states) with their severity, from the one table of core.
+SEVERITY = {s: v for s, v in model.SEVERITY.items() if s in model.PROBLEM_STATES}
 OPERATOR = "sidewatch_operator"  # whoever runs sidewatch: the owner of unreported evidence
 MAX_PER_PUSH = 500  # the default of alertmanager.maxAlertsPerPush
 BACKOFF_MS = 10_000  # the wait after a failed push, doubled with each failure in a row...
@@ -64,7 +61,7 @@ class ProblemWait:
 
     @property
     def severity(self) -> str:
-        return "ticket" if self.unreported else SEVERITY[self.state]
+        return "ticket" if self.unreported else SEVERITY[model.State(self.state)]
 
 
 def _clean_json(text: str) -> str:

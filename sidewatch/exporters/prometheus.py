@@ -20,6 +20,7 @@ from sidewatch.core.model import (
     UNREPORTED_LABELS,
     State,
 )
+from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.snapshot import (
     DECISION_BUCKETS,
@@ -29,49 +30,10 @@ from sidewatch.exporters.snapshot import (
     Snapshot,
 )
 
-INGEST_KINDS = (
-    "redelivered",  # every line of a unit whose facts were all stored already
-    "input",
-    "run",
-    "interrupt",
-    "tool_call",
-    "evidence",
-    "custom",
-    "content",
-    "state",
-    "activity",
-    "raw",
-    "step",
-    "subagent",
-)
-REJECT_REASONS = (
-    "not_json",
-    "not_object",
-    "unknown_shape",
-    "unknown_type",
-    "invalid_field",
-    "no_run_context",
-    "too_long",
-    "unknown_evidence",
-    "time_out_of_range",
-    "invalid_id",
-)
-FINDING_RULES = (
-    "answer_matched_by_lone_wait",
-    "answer_unknown_interrupt",
-    "answered_after_expiry",
-    "cancel_runs_first_outcome",
-    "dropped_unanswered",
-    "duplicate_interrupt_id",
-    "expires_at_unparsable",
-    "interrupt_outcome_empty",
-    "interrupt_reported_as_success",
-    "legacy_interrupt_without_id",
-    "legacy_resume_ambiguous",
-    "repeated_answer_rejected",
-    "resume_rejected",
-    "run_ignores_open_interrupt",
-)
+# Every member of each vocabulary is exported from the start, at 0.
+INGEST_KINDS = tuple(LineKind)
+REJECT_REASONS = tuple(RejectReason)
+FINDING_RULES = tuple(FindingRule)
 
 
 class SnapshotCollector(Collector):

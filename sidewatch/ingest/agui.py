@@ -30,6 +30,7 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
+from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 from sidewatch.ingest.bounds import (
     DIGEST_MAX,
     ENTRIES_MAX,
@@ -37,6 +38,7 @@ from sidewatch.ingest.bounds import (
     REQUEST_ID_MAX,
     TIME_RANGE,
     id_problem,
+    legacy_entries_json,
     time_ok,
 )
 from sidewatch.ingest.dialects import (
@@ -59,18 +61,18 @@ from sidewatch.ingest.payload import NO_LABELS, Decision, Labels, decision_of
 from sidewatch.ingest.reader import Framed
 
 # Known events that carry nothing about waits, by the `kind` they are counted under.
-_SKIPPED: dict[bytes, str] = {}
+_SKIPPED: dict[bytes, LineKind] = {}
 for _t in EventType:
     _name = _t.value
     _kind = {
-        "TEXT": "content",
-        "REASONING": "content",
-        "STATE": "state",
-        "MESSAGES": "state",
-        "ACTIVITY": "activity",
-        "RAW": "raw",
-        "STEP": "step",
-        "SUBAGENT": "subagent",
+        "TEXT": LineKind.CONTENT,
+        "REASONING": LineKind.CONTENT,
+        "STATE": LineKind.STATE,
+        "MESSAGES": LineKind.STATE,
+        "ACTIVITY": LineKind.ACTIVITY,
+        "RAW": LineKind.RAW,
+        "STEP": LineKind.STEP,
+        "SUBAGENT": LineKind.SUBAGENT,
     }.get(_name.split("_")[0])
     if _kind is not None:
         _SKIPPED[_name.encode()] = _kind
@@ -81,9 +83,9 @@ for _name in (
     "THINKING_TEXT_MESSAGE_CONTENT",
     "THINKING_TEXT_MESSAGE_END",
 ):
-    _SKIPPED[_name.encode()] = "content"
+    _SKIPPED[_name.encode()] = LineKind.CONTENT
 _SKIPPED_STR = {k.decode(): v for k, v in _SKIPPED.items()}
-_SKIP_KINDS = frozenset({*_SKIPPED.values(), "custom"})
+_SKIP_KINDS = frozenset({*_SKIPPED.values(), LineKind.CUSTOM})
 _PREFIX = b'{"type":"'
 # Model output (text and reasoning token deltas) is most of a stream: dropped in one pass.
 _BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
@@ -94,7 +96,7 @@ M = TypeVar("M", bound=BaseModel)
 @dataclass(frozen=True, slots=True)
 class Reject:
     line: int
-    reason: str  # a bounded code, the metric label
+    reason: RejectReason  # a bounded code, the metric label
     error: str  # one line for a person; never the line's content
 
 
@@ -108,7 +110,7 @@ class UnitResult:
 
 
 class _LineError(Exception):
-    def __init__(self, reason: str, error: str) -> None:
+    def __init__(self, reason: RejectReason, error: str) -> None:
         super().__init__(error)
         self.reason, self.error = reason, error
 
@@ -187,7 +189,7 @@ class Interpreter:
         if lines:
             kept = [i for i, line in enumerate(lines) if not line.startswith(_BULK)]
             if len(kept) != len(lines):
-                res.kinds["content"] += len(lines) - len(kept)
+                res.kinds[LineKind.CONTENT] += len(lines) - len(kept)
                 res.skipped += len(lines) - len(kept)
             feed, args, loads, calls = self.feed, 0, orjson.loads, self._calls
             for i in kept:
@@ -207,7 +209,7 @@ class Interpreter:
                         pass
                 feed(first + i, line)  # the general path, which also words any reject
             if args:
-                res.kinds["tool_call"] += args
+                res.kinds[LineKind.TOOL_CALL] += args
                 res.accepted += args
 
     def feed(self, line_no: int, raw: bytes | Any) -> None:
@@ -216,7 +218,7 @@ class Interpreter:
             res.rejects.append(
                 Reject(
                     line_no,
-                    "too_long",
+                    RejectReason.TOO_LONG,
                     f"line of {len(raw)} bytes, over the limit of {self.max_line_bytes}",
                 )
             )
@@ -238,7 +240,7 @@ class Interpreter:
             try:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError as e:
-                res.rejects.append(Reject(line_no, "not_json", f"not JSON: {e}"))
+                res.rejects.append(Reject(line_no, RejectReason.NOT_JSON, f"not JSON: {e}"))
                 return
             if handler is not None:
                 try:
@@ -253,7 +255,7 @@ class Interpreter:
         except _LineError as e:
             res.rejects.append(Reject(line_no, e.reason, e.error))
 
-    def _count(self, kind: str) -> None:
+    def _count(self, kind: LineKind) -> None:
         res = self.result
         res.kinds[kind] += 1
         if kind in _SKIP_KINDS:
@@ -290,23 +292,25 @@ class Interpreter:
 
     # -- one line ----------------------------------------------------------------------
 
-    def _line(self, n: int, obj: Any) -> str:
+    def _line(self, n: int, obj: Any) -> LineKind:
         if not isinstance(obj, dict):
-            raise _LineError("not_object", f"not a JSON object but {type(obj).__name__}")
+            raise _LineError(RejectReason.NOT_OBJECT, f"not a JSON object but {type(obj).__name__}")
         typ = obj.get("type")
         if typ is None:
             if "threadId" in obj and "runId" in obj and "messages" in obj:
                 self._input(_valid(RunAgentInput, obj, "RunAgentInput"), n, obj)
-                return "input"
-            raise _LineError("unknown_shape", 'unknown shape: no "type", and not a RunAgentInput')
+                return LineKind.INPUT
+            raise _LineError(
+                RejectReason.UNKNOWN_SHAPE, 'unknown shape: no "type", and not a RunAgentInput'
+            )
         if not isinstance(typ, str):
-            raise _LineError("unknown_shape", '"type" is not a string')
+            raise _LineError(RejectReason.UNKNOWN_SHAPE, '"type" is not a string')
         skipped = _SKIPPED_STR.get(typ)
         if skipped is not None:
             return skipped
         handler = _HANDLERS.get(typ)
         if handler is None:
-            raise _LineError("unknown_type", '"type" is not an AG-UI 1.0 event type')
+            raise _LineError(RejectReason.UNKNOWN_TYPE, '"type" is not an AG-UI 1.0 event type')
         return handler(self, n, obj)
 
     def _at(self, obj: dict[str, Any]) -> int:
@@ -314,13 +318,18 @@ class Interpreter:
         if ts is None:
             return self.received_at
         if isinstance(ts, bool) or not isinstance(ts, int | float):
-            raise _LineError("invalid_field", "timestamp: must be an integer (ms since the epoch)")
+            raise _LineError(
+                RejectReason.INVALID_FIELD, "timestamp: must be an integer (ms since the epoch)"
+            )
         if not time_ok(ts):  # before the type: 1e17 is a time in µs more than a float
             raise _LineError(
-                "time_out_of_range", f"timestamp: must be ms since the epoch {TIME_RANGE}"
+                RejectReason.TIME_OUT_OF_RANGE,
+                f"timestamp: must be ms since the epoch {TIME_RANGE}",
             )
         if not isinstance(ts, int):
-            raise _LineError("invalid_field", "timestamp: must be an integer (ms since the epoch)")
+            raise _LineError(
+                RejectReason.INVALID_FIELD, "timestamp: must be an integer (ms since the epoch)"
+            )
         return ts
 
     def _run(self, obj: dict[str, Any], what: str) -> tuple[str, str]:
@@ -337,7 +346,7 @@ class Interpreter:
             known = self._threads.get(run, set())
             if len(known) != 1:
                 raise _LineError(
-                    "no_run_context",
+                    RejectReason.NO_RUN_CONTEXT,
                     f"{what} names a runId which this unit has not started: add its threadId"
                     if not known
                     else f"{what} names a runId which several threads of this unit use: "
@@ -346,13 +355,13 @@ class Interpreter:
             return next(iter(known)), run
         if isinstance(thread, str) and (self._ctx is None or self._ctx[0] != thread):
             raise _LineError(
-                "no_run_context",
+                RejectReason.NO_RUN_CONTEXT,
                 f"{what} names a threadId but no runId, and the run in context is of "
                 "another thread",
             )
         if self._ctx is None:
             raise _LineError(
-                "no_run_context",
+                RejectReason.NO_RUN_CONTEXT,
                 f"{what} needs a run: no threadId/runId on it and no RUN_STARTED or "
                 "RunAgentInput before it in this unit",
             )
@@ -366,7 +375,14 @@ class Interpreter:
         self.result.facts.append(fact)
 
     def _finding(
-        self, rule: str, *, thread: str, run: str, interrupt_id: str | None, at: int, seq: int
+        self,
+        rule: FindingRule,
+        *,
+        thread: str,
+        run: str,
+        interrupt_id: str | None,
+        at: int,
+        seq: int,
     ) -> None:
         self._emit(
             FindingFact(
@@ -390,9 +406,9 @@ class Interpreter:
             where = "RunAgentInput: forwardedProps.command.resume: approvedActionFingerprint"
             for digest in (legacy.single_digest, *(e[2] for e in legacy.entries)):
                 _checked_or_none(digest, where, DIGEST_MAX)
-            entries = orjson.dumps([list(e) for e in legacy.entries]).decode()
-            if len(entries) > ENTRIES_MAX:  # hundreds of keys name no interrupts: one answer
-                entries = "[]"
+            entries = legacy.entries
+            if len(legacy_entries_json(entries)) > ENTRIES_MAX:  # hundreds of keys name no
+                entries = ()  # interrupts: one answer
             facts.append(
                 LegacyResumeFact(
                     thread_id=thread,
@@ -448,7 +464,7 @@ class Interpreter:
             self._untimed_inputs[(thread, run)] = (start, start + len(facts))
         self.result.facts.extend(facts)
 
-    def _run_started(self, n: int, obj: dict[str, Any]) -> str:
+    def _run_started(self, n: int, obj: dict[str, Any]) -> LineKind:
         thread, run = _id(obj, "threadId", "RUN_STARTED"), _id(obj, "runId", "RUN_STARTED")
         at = self._at(obj)
         self._time_input(thread, run, obj)
@@ -461,7 +477,7 @@ class Interpreter:
                 run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=self.seq_base + n
             )
         )
-        return "run"
+        return LineKind.RUN
 
     def _time_input(self, thread: str, run: str, obj: dict[str, Any]) -> None:
         """An input without a time takes its run's start time when the producer stamps its
@@ -474,7 +490,7 @@ class Interpreter:
         for i in range(*span):
             facts[i] = replace(facts[i], at=at)
 
-    def _run_finished(self, n: int, obj: dict[str, Any]) -> str:
+    def _run_finished(self, n: int, obj: dict[str, Any]) -> LineKind:
         thread, run = _id(obj, "threadId", "RUN_FINISHED"), _id(obj, "runId", "RUN_FINISHED")
         at, seq = self._at(obj), self.seq_base + n
         self._threads.setdefault(run, set()).add(thread)
@@ -485,7 +501,7 @@ class Interpreter:
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
             self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.FINISHED, at=at, seq=seq))
-            return "run"
+            return LineKind.RUN
         if kind == "cancelled":
             self._crewai_run_end(thread, run, at, seq, success=False)
             self._flush_legacy(thread, run, [])
@@ -493,11 +509,16 @@ class Interpreter:
             self._emit(
                 RunFact(run_id=run, thread_id=thread, mark=RunMark.CANCELLED, at=at, seq=seq)
             )
-            return "run"
+            return LineKind.RUN
         if kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts"):
             # The protocol requires at least one interrupt; the run still ended.
             self._finding(
-                "interrupt_outcome_empty", thread=thread, run=run, interrupt_id=None, at=at, seq=seq
+                FindingRule.INTERRUPT_OUTCOME_EMPTY,
+                thread=thread,
+                run=run,
+                interrupt_id=None,
+                at=at,
+                seq=seq,
             )
             self._emit(
                 RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq)
@@ -505,10 +526,10 @@ class Interpreter:
             self._crewai_run_end(thread, run, at, seq, success=False)
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
-            return "interrupt"
+            return LineKind.INTERRUPT
         if kind != "interrupt":
             raise _LineError(
-                "invalid_field",
+                RejectReason.INVALID_FIELD,
                 "RUN_FINISHED: outcome.type: must be success, interrupt or cancelled",
             )
         interrupts = _valid(
@@ -521,7 +542,7 @@ class Interpreter:
         for it in interrupts:
             if it.id in seen:
                 self._finding(
-                    "duplicate_interrupt_id",
+                    FindingRule.DUPLICATE_INTERRUPT_ID,
                     thread=thread,
                     run=run,
                     interrupt_id=it.id,
@@ -547,7 +568,7 @@ class Interpreter:
         self._crewai_run_end(thread, run, at, seq, success=False)
         self._flush_legacy(thread, run, [it.id for it in interrupts])
         self._flush_adk(thread, run, [it.id for it in interrupts])
-        return "interrupt"
+        return LineKind.INTERRUPT
 
     def _announce(
         self,
@@ -582,7 +603,7 @@ class Interpreter:
         expires = _parse_time(expires_raw) if expires_raw is not None else None
         if expires_raw is not None and expires is None:
             self._finding(
-                "expires_at_unparsable",
+                FindingRule.EXPIRES_AT_UNPARSABLE,
                 thread=thread,
                 run=run,
                 interrupt_id=interrupt_id,
@@ -632,7 +653,7 @@ class Interpreter:
                     tool_call_id=call_id,
                 )
 
-    def _run_error(self, n: int, obj: dict[str, Any]) -> str:
+    def _run_error(self, n: int, obj: dict[str, Any]) -> LineKind:
         _need(obj, "message", "RUN_ERROR")  # read for validity only: never kept
         thread, run = self._run(obj, "RUN_ERROR")
         self._emit(
@@ -644,35 +665,35 @@ class Interpreter:
                 seq=self.seq_base + n,
             )
         )
-        return "run"
+        return LineKind.RUN
 
     # -- tool calls: only the name and digest survive ----------------------------------
 
-    def _tool_start(self, n: int, obj: dict[str, Any]) -> str:
+    def _tool_start(self, n: int, obj: dict[str, Any]) -> LineKind:
         call_id = _id(obj, "toolCallId", "TOOL_CALL_START")
         name = _id(obj, "toolCallName", "TOOL_CALL_START")
         thread, run = self._run(obj, "TOOL_CALL_START")
         at = self._at(obj)
         self._end_other_run(call_id, thread, run)
         self._calls[call_id] = _Call(name, thread, run, at, self.seq_base + n, [])
-        return "tool_call"
+        return LineKind.TOOL_CALL
 
-    def _tool_args(self, n: int, obj: dict[str, Any]) -> str:
+    def _tool_args(self, n: int, obj: dict[str, Any]) -> LineKind:
         call_id, delta = obj.get("toolCallId"), obj.get("delta")
         if not isinstance(call_id, str) or not isinstance(delta, str):
             raise _LineError(
-                "invalid_field", "TOOL_CALL_ARGS: toolCallId and delta must be strings"
+                RejectReason.INVALID_FIELD, "TOOL_CALL_ARGS: toolCallId and delta must be strings"
             )
         call = self._calls.get(call_id)
         if call is not None:
             call.args.append(delta)
-        return "tool_call"
+        return LineKind.TOOL_CALL
 
-    def _tool_end(self, n: int, obj: dict[str, Any]) -> str:
+    def _tool_end(self, n: int, obj: dict[str, Any]) -> LineKind:
         self._end_call(_need(obj, "toolCallId", "TOOL_CALL_END"))
-        return "tool_call"
+        return LineKind.TOOL_CALL
 
-    def _tool_chunk(self, n: int, obj: dict[str, Any]) -> str:
+    def _tool_chunk(self, n: int, obj: dict[str, Any]) -> LineKind:
         call_id, name, delta = obj.get("toolCallId"), obj.get("toolCallName"), obj.get("delta")
         if isinstance(call_id, str) and isinstance(name, str) and call_id not in self._calls:
             _checked(call_id, "TOOL_CALL_CHUNK: toolCallId")
@@ -681,9 +702,9 @@ class Interpreter:
             self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
         if isinstance(call_id, str) and isinstance(delta, str) and call_id in self._calls:
             self._calls[call_id].args.append(delta)
-        return "tool_call"
+        return LineKind.TOOL_CALL
 
-    def _tool_result(self, n: int, obj: dict[str, Any]) -> str:
+    def _tool_result(self, n: int, obj: dict[str, Any]) -> LineKind:
         call_id = _id(obj, "toolCallId", "TOOL_CALL_RESULT")
         thread, run = self._run(obj, "TOOL_CALL_RESULT")
         self._emit(
@@ -695,7 +716,7 @@ class Interpreter:
                 seq=self.seq_base + n,
             )
         )
-        return "tool_call"
+        return LineKind.TOOL_CALL
 
     def _end_other_run(self, call_id: str, thread: str, run: str) -> None:
         """A call id still open in another thread or run (producers reuse call ids across
@@ -719,7 +740,7 @@ class Interpreter:
 
     # -- ag-ui-langgraph's legacy interrupt event ------------------------------------------
 
-    def _on_interrupt(self, n: int, obj: dict[str, Any]) -> str:
+    def _on_interrupt(self, n: int, obj: dict[str, Any]) -> LineKind:
         """Held until the run ends: its id may only be known from the run's 1.0 outcome, and
         when the outcome announces the same interrupt, the outcome's richer fact is kept."""
         thread, run = self._run(obj, "CUSTOM on_interrupt")
@@ -739,7 +760,7 @@ class Interpreter:
             self._crewai_held.setdefault((thread, run), []).append(
                 (legacy.interrupt_id, crewai.first_outcome)
             )
-        return "interrupt"
+        return LineKind.INTERRUPT
 
     # -- ag-ui-crewai: where it contradicts AG-UI 1.0 ---------------------------------------
 
@@ -750,7 +771,7 @@ class Interpreter:
             self._crewai[(thread, interrupt_id)] = (run, first)
             if success:
                 self._finding(
-                    "interrupt_reported_as_success",
+                    FindingRule.INTERRUPT_REPORTED_AS_SUCCESS,
                     thread=thread,
                     run=run,
                     interrupt_id=interrupt_id,
@@ -767,7 +788,7 @@ class Interpreter:
             if entry.status == "cancelled" and known is not None and known[1] is not Code.DECLINE:
                 found.append(
                     FindingFact(
-                        rule="cancel_runs_first_outcome",
+                        rule=FindingRule.CANCEL_RUNS_FIRST_OUTCOME,
                         at=at,
                         seq=seq,
                         thread_id=thread,
@@ -791,7 +812,7 @@ class Interpreter:
                 else:
                     interrupt_id = f"{run}#{unnamed}"
                     self._finding(
-                        "legacy_interrupt_without_id",
+                        FindingRule.LEGACY_INTERRUPT_WITHOUT_ID,
                         thread=thread,
                         run=run,
                         interrupt_id=interrupt_id,
@@ -815,16 +836,18 @@ class Interpreter:
 
     # -- CUSTOM: sidewatch evidence events ------------------------------------------------
 
-    def _custom(self, n: int, obj: dict[str, Any]) -> str:
+    def _custom(self, n: int, obj: dict[str, Any]) -> LineKind:
         name = _need(obj, "name", "CUSTOM")
         if name == "on_interrupt":
             return self._on_interrupt(n, obj)
         if not name.startswith("sidewatch."):
-            return "custom"
+            return LineKind.CUSTOM
         if name not in EVIDENCE_NAMES:  # the name is the producer's: never said back
-            raise _LineError("unknown_evidence", "CUSTOM: name: not a sidewatch.* evidence event")
+            raise _LineError(
+                RejectReason.UNKNOWN_EVIDENCE, "CUSTOM: name: not a sidewatch.* evidence event"
+            )
         if "value" not in obj:
-            raise _LineError("invalid_field", f"{name}: value: Field required")
+            raise _LineError(RejectReason.INVALID_FIELD, f"{name}: value: Field required")
         at = self._at(obj)
         try:
             fact = read_evidence(
@@ -833,10 +856,10 @@ class Interpreter:
         except EvidenceError as e:
             raise _LineError(e.reason, f"{name}: {e}") from e
         self._emit(fact)
-        return "evidence"
+        return LineKind.EVIDENCE
 
 
-_HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], str]] = {
+_HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], LineKind]] = {
     "RUN_STARTED": Interpreter._run_started,
     "RUN_FINISHED": Interpreter._run_finished,
     "RUN_ERROR": Interpreter._run_error,
@@ -856,7 +879,7 @@ def _need(obj: dict[str, Any], key: str, what: str) -> str:
     if isinstance(v, str):
         return v
     problem = "Field required" if v is None else "Input should be a valid string"
-    raise _LineError("invalid_field", f"{what}: {key}: {problem}")
+    raise _LineError(RejectReason.INVALID_FIELD, f"{what}: {key}: {problem}")
 
 
 def _id(obj: dict[str, Any], key: str, what: str) -> str:
@@ -867,7 +890,7 @@ def _id(obj: dict[str, Any], key: str, what: str) -> str:
 def _checked(value: str, where: str, limit: int = ID_MAX) -> str:
     problem = id_problem(value, limit)
     if problem is not None:
-        raise _LineError("invalid_id", f"{where}: {problem}")
+        raise _LineError(RejectReason.INVALID_ID, f"{where}: {problem}")
     return value
 
 
@@ -895,7 +918,7 @@ def _check_expiry(raw: str | None, where: str) -> None:
         return
     expires = _parse_time(raw)
     if expires is not None and not time_ok(expires):
-        raise _LineError("time_out_of_range", f"{where}: must be a time {TIME_RANGE}")
+        raise _LineError(RejectReason.TIME_OUT_OF_RANGE, f"{where}: must be a time {TIME_RANGE}")
 
 
 # Pydantic's messages of these error types are made of the schema alone (expected types,
@@ -954,7 +977,7 @@ def _valid(model: type[M], obj: Any, what: str) -> M:
         else:
             rule = f"invalid ({err['type']})"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise _LineError("invalid_field", f"{what}: {where}: {rule}{more}") from None
+        raise _LineError(RejectReason.INVALID_FIELD, f"{what}: {where}: {rule}{more}") from None
 
 
 def _parse_time(text: str) -> int | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import orjson
+
 # Event times and expiries are ms since the epoch within [2000-01-01, 2200-01-01): a producer
 # sending seconds (~1.7e9 ms, January 1970), microseconds (~1.7e15) or nanoseconds (~1.7e18)
 # instead of milliseconds falls outside, and every time inside converts to a date-time.
@@ -31,6 +33,12 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def time_ok(ms: float) -> bool:
     """Whether a time in ms since the epoch is one sidewatch stores."""
     return EARLIEST_MS <= ms < LATEST_MS
+
+
+def legacy_entries_json(entries: tuple[tuple[str, str, str | None], ...]) -> str:
+    """A legacy resume map's entries in the JSON form the store keeps them in, to measure it
+    against `ENTRIES_MAX`."""
+    return orjson.dumps([list(e) for e in entries]).decode()
 
 
 def id_problem(value: str, limit: int = ID_MAX) -> str | None:

@@ -105,8 +105,8 @@ class RefProtector:
 
     def _keyed(self, fact: Fact) -> Fact:
         if isinstance(fact, LegacyResumeFact):  # its map's entries carry digests too
-            entries = [[h, c, d and self.digest(d)] for h, c, d in orjson.loads(fact.entries)]
-            fact = replace(fact, entries=orjson.dumps(entries).decode())
+            entries = tuple((h, c, d and self.digest(d)) for h, c, d in fact.entries)
+            fact = replace(fact, entries=entries)
         if isinstance(fact, SignalFact) and fact.digest is not None:
             # Its natural key is a plain hash over the digest (and ids anyone can read): it
             # would confirm a guess as well. Keyed alike, re-deliveries still match.

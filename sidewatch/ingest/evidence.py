@@ -16,13 +16,14 @@ from sidewatch.core.facts import (
     SignalKind,
 )
 from sidewatch.core.model import Code
+from sidewatch.core.vocab import RejectReason
 from sidewatch.ingest.bounds import DIGEST_MAX, ID_MAX, REQUEST_ID_MAX, id_problem
 
 
 class EvidenceError(Exception):
     """An evidence event's value is wrong; `reason` is the bounded metric label."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: RejectReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 
@@ -47,7 +48,7 @@ def read_evidence(
     """The fact of one evidence event. `timed`: the event carried its own timestamp, so a
     re-delivery is recognised by it; without one, by its content (heartbeats: never)."""
     if not isinstance(value, dict):
-        raise EvidenceError("invalid_field", "value must be an object")
+        raise EvidenceError(RejectReason.INVALID_FIELD, "value must be an object")
     if name == "sidewatch.heartbeat" and ("service" in value or "instance" in value):
         return _service_heartbeat(value, at, seq, timed)
     if name == "sidewatch.heartbeat":
@@ -57,20 +58,23 @@ def read_evidence(
         if "resumeHandle" in value:
             h = value["resumeHandle"]
             if h is not None and not isinstance(h, str):
-                raise EvidenceError("invalid_field", "resumeHandle must be a string or null")
+                raise EvidenceError(
+                    RejectReason.INVALID_FIELD, "resumeHandle must be a string or null"
+                )
             handle = h is not None
         run = _str(value, "runId")
         key = _key("hb", thread, run, handle, at) if timed else _key("hb", seq)
         return HeartbeatFact(thread_id=thread, at=at, seq=seq, run_id=run, handle=handle, key=key)
     kind = _KINDS.get(name)
     if kind is None:
-        raise EvidenceError("unknown_evidence", "unknown evidence event")
+        raise EvidenceError(RejectReason.UNKNOWN_EVIDENCE, "unknown evidence event")
     request_id = _str(value, "requestId", limit=REQUEST_ID_MAX)
     thread = _str(value, "threadId")
     interrupt = _str(value, "interruptId")
     if request_id is None and (thread is None or interrupt is None):
         raise EvidenceError(
-            "invalid_field", "names no wait: needs requestId, or threadId and interruptId"
+            RejectReason.INVALID_FIELD,
+            "names no wait: needs requestId, or threadId and interruptId",
         )
     approver = _str(value, "approverRef")
     if approver is not None:
@@ -87,10 +91,10 @@ def read_evidence(
             code = Code(str(word))
         except ValueError:
             raise EvidenceError(
-                "invalid_field", "decision must be one of accept, decline, cancel"
+                RejectReason.INVALID_FIELD, "decision must be one of accept, decline, cancel"
             ) from None
     elif kind is SignalKind.ACTION and digest is None:
-        raise EvidenceError("invalid_field", "actionDigest: required")
+        raise EvidenceError(RejectReason.INVALID_FIELD, "actionDigest: required")
     ident = (
         kind.value,
         request_id,
@@ -129,11 +133,13 @@ def _service_heartbeat(
     assert service is not None and instance is not None
     durable = _bool(value, "durable", required=True)
     if "resumeHandle" in value:
-        raise EvidenceError("invalid_field", "resumeHandle: not with service (durable says it)")
+        raise EvidenceError(
+            RejectReason.INVALID_FIELD, "resumeHandle: not with service (durable says it)"
+        )
     thread = _str(value, "threadId")
     if thread is None:
         if "runId" in value:
-            raise EvidenceError("invalid_field", "runId: needs threadId")
+            raise EvidenceError(RejectReason.INVALID_FIELD, "runId: needs threadId")
         return ServiceBeatFact(service=service, instance=instance, durable=durable, at=at, seq=seq)
     run = _str(value, "runId")
     parts = ("bind", thread, run, service, instance, durable)
@@ -161,13 +167,13 @@ def _str(
     v = value.get(key)
     if v is None:
         if required:
-            raise EvidenceError("invalid_field", f"{key}: required")
+            raise EvidenceError(RejectReason.INVALID_FIELD, f"{key}: required")
         return None
     if not isinstance(v, str) or not v:
-        raise EvidenceError("invalid_field", f"{key}: must be a non-empty string")
+        raise EvidenceError(RejectReason.INVALID_FIELD, f"{key}: must be a non-empty string")
     problem = id_problem(v, limit) if limit is not None else None
     if problem is not None:
-        raise EvidenceError("invalid_id", f"{key}: {problem}")
+        raise EvidenceError(RejectReason.INVALID_ID, f"{key}: {problem}")
     return v
 
 
@@ -175,8 +181,8 @@ def _bool(value: dict[str, Any], key: str, required: bool = False) -> bool:
     v = value.get(key)
     if v is None:
         if required:
-            raise EvidenceError("invalid_field", f"{key}: required")
+            raise EvidenceError(RejectReason.INVALID_FIELD, f"{key}: required")
         return False
     if not isinstance(v, bool):
-        raise EvidenceError("invalid_field", f"{key}: must be true or false")
+        raise EvidenceError(RejectReason.INVALID_FIELD, f"{key}: must be true or false")
     return v

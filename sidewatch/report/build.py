@@ -11,11 +11,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State, Verdict, WaitEvidence
+from sidewatch.core.model import (
+    CLOSED_STATES,
+    OPEN_STATES,
+    PROBLEM_STATES,
+    Verdict,
+    WaitEvidence,
+)
 from sidewatch.report.verdicts import iso, verdict_json
 
 SCHEMA_VERSION = 1
-PROBLEM_STATES = (State.STALE, State.UNROUTABLE, State.ORPHANED, State.STUCK_AFTER_DECISION)
 LONGEST = 10
 
 

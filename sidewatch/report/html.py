@@ -9,9 +9,8 @@ from html import escape
 from itertools import pairwise
 from typing import Any
 
-from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, PROBLEM_STATES
 from sidewatch.core.text import safe, wait_page_url
-from sidewatch.report.build import PROBLEM_STATES
 
 PROBLEMS = frozenset(s.value for s in PROBLEM_STATES)
 TEXT_LIMIT = 1000  # characters of one value shown

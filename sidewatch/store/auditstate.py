@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from sidewatch.core.facts import FindingFact
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
 from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
 from sidewatch.store.models import (
     DirtyThread,
@@ -28,6 +29,13 @@ from sidewatch.store.models import (
     WaitState,
     table_of,
 )
+
+# The shared SQL lives in store/sql.py; its names are re-exported here (`as`: explicitly, for
+# mypy) for the modules that import them from auditstate.
+from sidewatch.store.sql import MARK_DIRTY as MARK_DIRTY  # noqa: PLC0414
+from sidewatch.store.sql import bulk_insert as bulk_insert  # noqa: PLC0414
+from sidewatch.store.sql import driver_sql as driver_sql  # noqa: PLC0414
+from sidewatch.store.sql import key_lookups as key_lookups  # noqa: PLC0414
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,24 +100,6 @@ UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
 
-def bulk_insert(
-    conn: Connection,
-    table: str,
-    cols: Sequence[str],
-    rows: Sequence[tuple[Any, ...]],
-    tail: str = "",
-) -> None:
-    """Insert `rows` (then `tail`, e.g. ON CONFLICT) with the driver's executemany (psycopg
-    pipelines it; column arrays through unnest measured 2.5 times slower: text arrays are
-    escaped in Python). Table and column names are our own, never input."""
-    if not rows:
-        return
-    names = ", ".join(cols)
-    marks = ", ".join("?" for _ in cols)
-    sql = f"INSERT INTO {table} ({names}) VALUES ({marks}) {tail}"  # noqa: S608
-    conn.exec_driver_sql(driver_sql(conn, sql), list(rows))
-
-
 def copy_rows(
     conn: Connection, table: str, cols: Sequence[str], rows: Sequence[tuple[Any, ...]]
 ) -> None:
@@ -154,32 +144,11 @@ def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
     )
 
 
-# A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
-MARK_DIRTY = (
-    "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
-    "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
-)
 # A mark bumped by an ingest since it was read stays: that thread has newer evidence.
 _CLEAR_DIRTY = "DELETE FROM dirty_thread WHERE thread_id = ? AND mark = ?"
 
 
-def driver_sql(conn: Connection, text: str) -> str:
-    """Our own fixed statements, in the driver's parameter style."""
-    return text if conn.dialect.paramstyle == "qmark" else text.replace("?", "%s")
-
-
-CLOSED_STATES = ("CLOSED_BY_DECLINE", "RESUMED", "CANCELLED")
 log = logging.getLogger("sidewatch.store")
-
-
-def key_lookups(conn: Connection) -> None:
-    """This transaction looks rows up by indexed keys (a batch of threads, a due range): on
-    PostgreSQL, use the indexes even before the planner has statistics. Without them
-    (autovacuum off, or a table that grew within the last minute, as during a first full
-    audit) it takes an IN list of 500 ids to match every row and scans the whole table for
-    every batch: a full audit of 200,000 waits measured twice as slow, and worse with size."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
 
 
 class AuditState:
@@ -362,7 +331,7 @@ class AuditState:
         table = table_of(WaitState)
         out: dict[str, int] = {}
         with self._conn() as conn:
-            for state in ("WAITING", "STALE", "UNROUTABLE", "ORPHANED", "STUCK_AFTER_DECISION"):
+            for state in map(str, OPEN_STATES):
                 query = select(func.min(table.c.since)).where(
                     table.c.closed.is_(False), table.c.state == state
                 )

@@ -29,9 +29,9 @@ import time
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from sidewatch.errors import SidewatchError
-from sidewatch.store.auditstate import driver_sql
+from sidewatch.errors import LeaseLost
 from sidewatch.store.db import store_error
+from sidewatch.store.sql import driver_sql
 
 NAME = "audit"
 _NOW = {
@@ -50,10 +50,6 @@ _CREATE = (
     "INSERT INTO lease (name, holder, epoch, acquired_at, expires_at) VALUES (?, ?, 1, ?, ?) "
     "ON CONFLICT (name) DO NOTHING"
 )
-
-
-class LeaseLost(SidewatchError):
-    """This replica no longer holds the audit lease: another one took it over."""
 
 
 def replica_id() -> str:

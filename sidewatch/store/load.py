@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import fields
 from typing import Any, Generic, TypeVar
 
+import orjson
 from sqlalchemy import Connection, or_, select
 
 from sidewatch.core.facts import (
@@ -28,9 +29,9 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.model import Code
-from sidewatch.store.auditstate import key_lookups
 from sidewatch.store.models import DirtyThread, InterruptRow, WaitState, table_of
 from sidewatch.store.services import expand
+from sidewatch.store.sql import key_lookups
 
 CHUNK = 500  # ids per IN (...) list
 T = TypeVar("T")
@@ -47,6 +48,16 @@ _KINDS = {k.value: k for k in SignalKind}
 
 def _code_or_none(v: str | None) -> Code | None:
     return _CODES[v] if v else None
+
+
+def entries_json(entries: tuple[tuple[str, Code, str | None], ...]) -> str:
+    """A legacy resume map's entries as the store keeps them: one JSON text of [key hash,
+    code, digest] lists (`_entries` reads it back)."""
+    return orjson.dumps([list(e) for e in entries]).decode()
+
+
+def _entries(text: str) -> tuple[tuple[str, Code, str | None], ...]:
+    return tuple((h, _CODES[c], d) for h, c, d in orjson.loads(text))
 
 
 class _Reader(Generic[T]):
@@ -85,7 +96,7 @@ _SIGNAL = _Reader(
     acknowledged=bool,
     code=_code_or_none,
 )
-_LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__)
+_LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__, entries=_entries)
 _FINDING = _Reader("finding", FindingFact)
 _HEARTBEAT = _Reader("heartbeat", HeartbeatFact, handle=_bool)
 

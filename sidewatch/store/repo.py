@@ -27,9 +27,10 @@ from sidewatch.core.facts import (
     ToolCallFact,
     ToolResultFact,
 )
-from sidewatch.store.auditstate import MARK_DIRTY, driver_sql, finding_key
+from sidewatch.core.vocab import LineKind
+from sidewatch.store.auditstate import finding_key
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
-from sidewatch.store.load import load_threads, threads_of_refs
+from sidewatch.store.load import entries_json, load_threads, threads_of_refs
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -47,6 +48,7 @@ from sidewatch.store.models import (
 )
 from sidewatch.store.retention import RetentionState, retention_state
 from sidewatch.store.services import write_beats, write_bindings
+from sidewatch.store.sql import MARK_DIRTY, driver_sql, insert_sql
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
 
@@ -73,7 +75,7 @@ class RejectedLine:
 
 
 # The line kind of a unit whose facts were all stored already (its lines are not new).
-REDELIVERED = "redelivered"
+REDELIVERED = LineKind.REDELIVERED
 
 
 class UnitWriter:
@@ -174,24 +176,25 @@ def _plain(kind: type) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*_FIELDS[kind])
 
 
+_ENTRIES_AT = _FIELDS[LegacyResumeFact].index("entries")
+_LEGACY_FIELDS = attrgetter(*_FIELDS[LegacyResumeFact])
+
+
+def _legacy_row(f: Any) -> tuple[Any, ...]:
+    """The map's entries kept as one JSON text (`load.entries_json`)."""
+    row = _LEGACY_FIELDS(f)
+    return (*row[:_ENTRIES_AT], entries_json(f.entries), *row[_ENTRIES_AT + 1 :])
+
+
 _ROW: dict[type, Callable[[Any], tuple[Any, ...]]] = {k: _plain(k) for k in _TABLES}
 _ROW[FindingFact] = _finding_row
+_ROW[LegacyResumeFact] = _legacy_row
 _COLUMNS = {k: (*_FIELDS[k], "key") if k is FindingFact else _FIELDS[k] for k in _TABLES}
-_SQL: dict[tuple[str, type], str] = {}
 
 
 def _insert_sql(conn: Connection, kind: type) -> str:
     """INSERT … ON CONFLICT DO NOTHING in the driver's own parameter style (natural keys)."""
-    key = (conn.dialect.name, kind)
-    if key not in _SQL:
-        cols = _COLUMNS[kind]
-        # Table and column names come from our own models, never from input.
-        _SQL[key] = driver_sql(
-            conn,
-            f"INSERT INTO {_TABLES[kind].name} ({', '.join(cols)}) "  # noqa: S608
-            f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT DO NOTHING",
-        )
-    return _SQL[key]
+    return insert_sql(conn, _TABLES[kind].name, _COLUMNS[kind], "ON CONFLICT DO NOTHING")
 
 
 def _insert_unit(conn: Connection, source: str, received_at: int, key: str | None) -> int | None:

@@ -22,7 +22,6 @@ from typing import Any
 from sqlalchemy import Connection, and_, case, func, or_, select, true
 
 from sidewatch.core.facts import HeartbeatFact, ServiceBeatFact, ServiceBindFact
-from sidewatch.store.auditstate import MARK_DIRTY, driver_sql
 from sidewatch.store.models import (
     ServiceBindingRow,
     ServiceChangeRow,
@@ -30,6 +29,7 @@ from sidewatch.store.models import (
     WaitState,
     table_of,
 )
+from sidewatch.store.sql import MARK_DIRTY, driver_sql
 
 CHUNK = 500
 _BEAT, _CHANGE, _BIND = (

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,7 +78,7 @@ def answer(at: int, seq: int) -> st.SearchStrategy[AnswerFact]:
 @st.composite
 def legacy(draw: st.DrawFn, at: int, seq: int) -> LegacyResumeFact:
     keys = draw(st.lists(st.sampled_from((*INTERRUPTS, "field")), max_size=2))
-    entries = [[key_hash(k), draw(codes).value, draw(maybe_digest)] for k in keys]
+    entries = tuple((key_hash(k), draw(codes), draw(maybe_digest)) for k in keys)
     return LegacyResumeFact(
         thread_id=THREAD,
         run_id=draw(runs),
@@ -87,7 +86,7 @@ def legacy(draw: st.DrawFn, at: int, seq: int) -> LegacyResumeFact:
         at=at,
         seq=seq,
         digest=draw(maybe_digest),
-        entries=orjson.dumps(entries).decode(),
+        entries=entries,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sidewatch.core.vocab import RejectReason
 from sidewatch.exporters.prometheus import REJECT_REASONS
 from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.bounds import DIGEST_MAX, EARLIEST_MS, ID_MAX, LATEST_MS, REQUEST_ID_MAX
@@ -380,8 +381,8 @@ def test_an_adk_confirmation_naming_a_bad_original_call_is_not_read_as_one() -> 
 
 
 def reasons_in_ingest_code() -> set[str]:
-    """The first string argument of every `_LineError`/`EvidenceError` and the reason of every
-    `Reject` built in sidewatch/ingest."""
+    """The first argument (a string, or a `RejectReason` member) of every
+    `_LineError`/`EvidenceError` and the reason of every `Reject` built in sidewatch/ingest."""
     found: set[str] = set()
     for path in (Path(__file__).resolve().parents[2] / "sidewatch" / "ingest").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -392,6 +393,12 @@ def reasons_in_ingest_code() -> set[str]:
                 arg = node.args[at]
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     found.add(arg.value)
+                elif (
+                    isinstance(arg, ast.Attribute)
+                    and isinstance(arg.value, ast.Name)
+                    and arg.value.id == "RejectReason"
+                ):
+                    found.add(RejectReason[arg.attr].value)
     return found
 
 

@@ -4,11 +4,16 @@ a runbook that exists; a decline never alerts."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+
+from sidewatch.core import model
+from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "sidewatch.rules.yml"
@@ -25,6 +30,19 @@ OWNERS = {
     "platform",
     "sidewatch_operator",
 }
+
+
+# The labels whose values are a vocabulary of core, and the values each may take.
+VOCABULARIES: dict[str, set[str]] = {
+    "state": {s.value for s in model.State},
+    "from": {"none", *(s.value for s in model.State)},
+    "to": {s.value for s in model.State},
+    "missing": {v for labels in model.UNREPORTED_LABELS.values() for v in labels},
+    "rule": {r.value for r in FindingRule},
+    "reason": {r.value for r in RejectReason},
+    "kind": {k.value for k in LineKind},
+}
+MATCHER = re.compile(r'\b([a-z_]+)\s*(=~|!~|!=|=)\s*"([^"]*)"')
 
 
 def promtool() -> str:
@@ -115,3 +133,48 @@ def test_every_runbook_says_what_it_means_how_to_confirm_the_next_move_and_what_
     ]
 
     assert [] == missing
+
+
+def unknown_label_values(folder: Path) -> list[str]:
+    """Every label matcher in the rules and their tests (`state="…"`, `rule=~"a|b"`) whose label
+    is a vocabulary of core and whose value is no member of it."""
+    bad = []
+    for path in sorted(folder.rglob("*.yml")):
+        for label, op, value in MATCHER.findall(path.read_text()):
+            allowed = VOCABULARIES.get(label)
+            values = value.split("|") if op in ("=~", "!~") else [value]
+            if allowed is not None and not set(values) <= allowed:
+                bad.append(f"{path.relative_to(folder)}: {label}{op}{value!r}")
+    return bad
+
+
+def test_every_label_value_in_the_rules_is_a_member_of_its_vocabulary() -> None:
+    matched = [m for p in (ROOT / "rules").rglob("*.yml") for m in MATCHER.findall(p.read_text())]
+
+    assert {"state", "missing", "reason"} <= {label for label, _, _ in matched}
+    assert [] == unknown_label_values(ROOT / "rules")
+
+
+def test_a_label_value_that_is_no_member_is_caught_in_a_copy_of_the_rules(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "rules", tmp_path / "rules")
+    copy = tmp_path / "rules" / "sidewatch.rules.yml"
+    text = copy.read_text().replace('state="STALE"', 'state="STALLED"', 1)
+    copy.write_text(
+        text.replace("sum by (reason)", 'sum by (reason) (x{rule="no_such_rule"}) or', 1)
+    )
+
+    assert [
+        "sidewatch.rules.yml: rule='no_such_rule'",
+        "sidewatch.rules.yml: state='STALLED'",
+    ] == sorted(unknown_label_values(tmp_path / "rules"))
+
+
+def test_every_severity_is_a_member_and_each_state_alert_has_the_state_severity_of_core() -> None:
+    found: dict[str, str] = {}
+    for rule in alerts():
+        states = set(re.findall(r'sidewatch_\w+\{state="([A-Z_]+)"\}', str(rule["expr"])))
+        if len(states) == 1:
+            found[states.pop()] = rule["labels"]["severity"]
+
+    assert {r["labels"]["severity"] for r in alerts()} <= {s.value for s in model.Severity}
+    assert {s.value: v.value for s, v in model.SEVERITY.items()} == found

@@ -74,7 +74,7 @@ FACTS: list[Fact] = [
         at=AT + 4,
         seq=6,
         digest="sha256:l",
-        entries='[["k", "accept", null]]',
+        entries=(("k", Code.ACCEPT, None),),
     ),
     SignalFact(
         kind=SignalKind.ROUTE,
