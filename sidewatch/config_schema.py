@@ -288,7 +288,7 @@ class _Section(BaseModel):
         elif kind in ("extra_forbidden", "invalid_key"):
             found = _problem(cls._unknown())
         elif kind == "missing":
-            field = next(f for f in cls.model_fields.values() if f.alias == loc[0])
+            field = next(f for n, f in cls.model_fields.items() if (f.alias or n) == loc[0])
             found = _problem(next(m.text for m in field.metadata if isinstance(m, _Rule)))
         else:  # not expected: every key's type carries its own wording
             found = _problem(err["msg"])
@@ -841,7 +841,7 @@ def _line(err: Any, data: Mapping[str, Any]) -> str:
     if path is None:
         path = ""
         for n, key in enumerate(err["loc"]):
-            path += f"[{key}]" if isinstance(key, int) else f".{key}" if path else str(key)
+            path += f"[{key}]" if isinstance(key, int) and n else f".{key}" if n else str(key)
             if n == 1 and err["loc"][0] == "policies" and err["loc"][2:3] != ("name",):
                 item = data["policies"][key]
                 if isinstance(item, Mapping):

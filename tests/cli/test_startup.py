@@ -25,9 +25,9 @@ print("loaded:", *sorted(loaded & set(HEAVY)), file=sys.stderr)
 """
 
 
-def heavy_imports(*args: str) -> list[str]:
+def heavy_imports(*args: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{PROBE}", *args],
+        [sys.executable, "-c", f"HEAVY = {heavy!r}\n{PROBE}", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -48,5 +48,13 @@ def test_a_command_that_needs_no_store_loads_none_of_the_heavy_packages(
     args: tuple[str, ...],
 ) -> None:
     loaded = heavy_imports(*args)
+
+    assert [] == loaded
+
+
+@pytest.mark.parametrize("args", [("--help",), ("audit", "--help")], ids=["help", "audit-help"])
+def test_help_does_not_load_pydantic(args: tuple[str, ...]) -> None:
+    """pydantic (the config file's models) is loaded only where a file is parsed."""
+    loaded = heavy_imports(*args, heavy=("pydantic", "pydantic_core"))
 
     assert [] == loaded
