@@ -107,6 +107,7 @@ class Config:
     report_formats: tuple[str, ...] = REPORT_FORMATS
     report_retention_ms: int = 30 * 86_400_000
     nats: NatsSource | None = None  # None: no JetStream ingest (the default)
+    frontend_tools: tuple[str, ...] = ()  # waits.frontendTools: glob patterns of tool names
 
     @property
     def decision_labels(self) -> dict[str, Code]:

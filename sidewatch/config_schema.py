@@ -655,7 +655,7 @@ class Server(_Section):
         return super().record(given) | {"tokens": tuple(tokens)}
 
 
-# -- auditor, alertmanager, reports, nats --------------------------------------------------
+# -- auditor, alertmanager, reports, nats, waits --------------------------------------------
 
 
 class Auditor(_Section):
@@ -756,6 +756,12 @@ class Nats(_Section):
     )
 
 
+class Waits(_Section):
+    """How waits are read."""
+
+    frontend_tools: Globs = Field(CONFIG.frontend_tools, alias="frontendTools")
+
+
 # -- the file -------------------------------------------------------------------------------
 
 
@@ -777,6 +783,7 @@ class ConfigFile(_Section):
     alertmanager: Annotated[Alertmanager, BeforeValidator(_unset_if_empty)] = Field(_yaml({}))
     reports: Annotated[Reports, BeforeValidator(_unset_if_empty)] = Field(_yaml({}))
     nats: Annotated[Nats | None, BeforeValidator(lambda v: v or None)] = Field(CONFIG.nats)
+    waits: Annotated[Waits, BeforeValidator(_unset_if_empty)] = Field(_yaml({}))
 
     @classmethod
     def _unknown(cls) -> str:

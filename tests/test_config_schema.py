@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 
 from sidewatch.config import Config, load_config, parse_duration
 from sidewatch.config_schema import _spelled, json_schema
+from sidewatch.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.yaml"
 
@@ -101,3 +102,14 @@ def test_store_retention_is_a_duration_of_30_days_by_default() -> None:
 @given(st.integers(min_value=0, max_value=400 * 86_400_000))
 def test_a_spelled_duration_parses_back_to_itself(ms: int) -> None:
     assert ms == parse_duration(_spelled(ms))
+
+
+def test_waits_frontend_tools_are_glob_patterns_none_by_default() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"waits": {"frontendTools": ["ok_*", ""]}}, {})
+
+    assert ((), ("confirm_*",)) == (
+        Config().frontend_tools,
+        load_config({"waits": {"frontendTools": ["confirm_*"]}}, {}).frontend_tools,
+    )
+    assert ["waits.frontendTools: must be a list of glob patterns"] == err.value.problems

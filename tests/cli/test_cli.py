@@ -221,7 +221,7 @@ def test_check_config_lists_every_problem_at_once(tmp_path: Path) -> None:
     assert [
         f"sidewatch: error: {bad}: 3 problems:",
         "  - bogus: unknown key (known: alertmanager, auditor, nats, policies, privacy, reports,"
-        " server, store)",
+        " server, store, waits)",
         "  - store.url: must be a database URL such as sqlite:///./sidewatch.db",
         "  - policies[0] (a).resumeGrace: 'soon' is not a duration such as 30s, 5m or 1h",
     ] == out.splitlines()
