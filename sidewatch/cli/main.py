@@ -555,13 +555,31 @@ def _duration(ms: int) -> str:
 
 
 @cli.command(name="check-config")
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path(dir_okay=False), required=False)
+@click.option(
+    "--schema",
+    is_flag=True,
+    help="Print the JSON Schema (draft 2020-12) of a config file instead, for editors.",
+)
 @_one_line_errors
-def check_config(path: str) -> None:
+def check_config(path: str | None, schema: bool) -> None:
     """Validate a config file and list every problem at once (exit 1 if any).
 
     It runs the checks `serve` runs before it starts (the cron of reports.schedule, the
-    listen address, tokens and TLS files): only whether the port is free is left to serve."""
+    listen address, tokens and TLS files): only whether the port is free is left to serve.
+
+    With --schema it prints the JSON Schema of config.yaml instead: an editor that reads
+    it (e.g. `# yaml-language-server: $schema=sidewatch.schema.json`) flags a mistyped key
+    as you type."""
+    if schema == (path is not None):
+        raise click.UsageError("give a config file to check, or --schema (not both)")
+    if path is None:
+        import json
+
+        from sidewatch.config_schema import json_schema
+
+        click.echo(json.dumps(json_schema(), indent=2))
+        return
     from sidewatch.daemon.listen import check_listen
 
     data = read_config_file(path)

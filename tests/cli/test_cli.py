@@ -221,10 +221,27 @@ def test_check_config_lists_every_problem_at_once(tmp_path: Path) -> None:
     assert [
         f"sidewatch: error: {bad}: 3 problems:",
         "  - bogus: unknown key (known: alertmanager, auditor, nats, policies, privacy, reports,"
-        " server, store)",
+        " server, store, waits)",
         "  - store.url: must be a database URL such as sqlite:///./sidewatch.db",
         "  - policies[0] (a).resumeGrace: 'soon' is not a duration such as 30s, 5m or 1h",
     ] == out.splitlines()
+
+
+def test_check_config_prints_the_schema_of_a_config_file() -> None:
+    code, out = run("check-config", "--schema")
+
+    assert (0, "https://json-schema.org/draft/2020-12/schema") == (code, json.loads(out)["$schema"])
+    assert {"store", "server", "policies", "nats"} <= set(json.loads(out)["properties"])
+
+
+@pytest.mark.parametrize("args", [(), ("--schema", "config.example.yaml")], ids=["none", "both"])
+def test_check_config_wants_a_file_or_the_schema(args: tuple[str, ...]) -> None:
+    code, out = run("check-config", *args)
+
+    assert (2, "Error: give a config file to check, or --schema (not both)") == (
+        code,
+        out.splitlines()[-1],
+    )
 
 
 def test_help_teaches_the_first_commands() -> None:

@@ -95,3 +95,11 @@ def test_a_read_of_a_store_at_the_newest_migration_loads_no_migration_orm_or_inp
     loaded = heavy_imports(*args, "--db", db, heavy=NOT_FOR_A_READ)
 
     assert [] == loaded
+
+
+@pytest.mark.parametrize("args", [("--help",), ("audit", "--help")], ids=["help", "audit-help"])
+def test_help_does_not_load_pydantic(args: tuple[str, ...]) -> None:
+    """pydantic (the config file's models) is loaded only where a file is parsed."""
+    loaded = heavy_imports(*args, heavy=("pydantic", "pydantic_core"))
+
+    assert [] == loaded

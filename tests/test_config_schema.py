@@ -1,0 +1,122 @@
+"""config.yaml's JSON Schema (`check-config --schema`): it accepts the example file and flags
+what the loader refuses, as an editor would show it; each default is the record's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from sidewatch.config import Config, load_config, parse_duration
+from sidewatch.config_schema import _spelled, json_schema, parse
+from sidewatch.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.yaml"
+
+
+def errors(data: Any) -> list[str]:
+    validator = Draft202012Validator(json_schema())
+    return sorted(e.json_path for e in validator.iter_errors(data))
+
+
+def test_the_schema_is_a_draft_2020_12_schema() -> None:
+    schema = json_schema()
+
+    Draft202012Validator.check_schema(schema)
+    assert "https://json-schema.org/draft/2020-12/schema" == schema["$schema"]
+
+
+def test_the_example_config_is_valid_by_the_schema() -> None:
+    assert [] == errors(yaml.safe_load(EXAMPLE.read_text()))
+
+
+def test_the_example_nats_section_uncommented_is_valid_by_the_schema() -> None:
+    lines = EXAMPLE.read_text().splitlines()
+    start = lines.index("# nats:")
+    block = "\n".join(line.removeprefix("# ") for line in lines[start : lines.index("", start)])
+
+    assert [] == errors(yaml.safe_load(block))
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("store: {busyTimout: 10s}", "$.store"),
+        ("sever: {listen: '127.0.0.1:9477'}", "$"),
+        ("policies: [{name: a, match: {tool: [x]}}]", "$.policies[0].match"),
+        ("server: {tokens: [{name: a, scopes: [ingest], tokenEnvv: X}]}", "$.server.tokens[0]"),
+    ],
+    ids=["section-key", "top-level-key", "policy-key", "token-key"],
+)
+def test_a_mistyped_key_is_flagged_by_the_schema_as_by_the_loader(text: str, where: str) -> None:
+    data = yaml.safe_load(text)
+
+    with pytest.raises(Exception, match="unknown key"):
+        load_config(data, {})
+    assert [where] == errors(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("store: {poolSize: many}", "$.store.poolSize"),
+        ("auditor: {interval: soon}", "$.auditor.interval"),
+        ("policies: [{name: a, receipt: maybe}]", "$.policies[0].receipt"),
+        ("nats: {url: 'nats://h:4222'}", "$.nats"),  # stream is required
+        ("privacy: {actionDigest: hmac}", "$.privacy.actionDigest"),
+    ],
+    ids=["whole-number", "duration", "choice", "required", "enum"],
+)
+def test_a_wrong_value_is_flagged_by_the_schema_as_by_the_loader(text: str, where: str) -> None:
+    data = yaml.safe_load(text)
+
+    with pytest.raises(Exception, match="problem"):
+        load_config(data, {})
+    assert [where] == errors(data)
+
+
+def test_the_schema_gives_the_records_defaults_as_the_file_spells_them() -> None:
+    schema = json_schema()
+    store = schema["$defs"]["Store"]["properties"]
+
+    assert ("5s", 10, "30d", "sqlite:///./sidewatch.db") == (
+        store["connectTimeout"]["default"],
+        store["poolSize"]["default"],
+        store["retention"]["default"],
+        store["url"]["default"],
+    )
+
+
+def test_store_retention_is_a_duration_of_30_days_by_default() -> None:
+    assert (30 * 86_400_000, 7 * 86_400_000) == (
+        Config().store_retention_ms,
+        load_config({"store": {"retention": "7d"}}, {}).store_retention_ms,
+    )
+
+
+@given(st.integers(min_value=0, max_value=400 * 86_400_000))
+def test_a_spelled_duration_parses_back_to_itself(ms: int) -> None:
+    assert ms == parse_duration(_spelled(ms))
+
+
+def test_waits_frontend_tools_are_glob_patterns_none_by_default() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"waits": {"frontendTools": ["ok_*", ""]}}, {})
+
+    assert ((), ("confirm_*",)) == (
+        Config().frontend_tools,
+        load_config({"waits": {"frontendTools": ["confirm_*"]}}, {}).frontend_tools,
+    )
+    assert ["waits.frontendTools: must be a list of glob patterns"] == err.value.problems
+
+
+def test_no_file_and_no_environment_is_what_the_models_make_of_nothing() -> None:
+    """`load_config` skips pydantic when there is nothing to parse: its Config() must be what
+    parsing nothing gives."""
+    assert parse(None, {}, "config", {}) == load_config(None, {})
+    assert parse({}, {}, "config", {}) == load_config(None, {})
