@@ -523,6 +523,8 @@ class GatedCalls:
 
 
 def gated_calls(facts: ThreadFacts, answers: Iterable[AnswerFact]) -> GatedCalls:
+    """Which gated tool calls each run of the thread was answered about, and which it asked
+    for (announced a wait on), from the thread's interrupts and answers."""
     calls: dict[str, set[str]] = {}
     asked: dict[str, set[str]] = {}
     for i in facts.interrupts:

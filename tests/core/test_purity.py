@@ -62,7 +62,7 @@ LIBRARIES = {
     "cli": {"click", "orjson", "sqlalchemy"},
     "tap": set(),  # the agent's process gets no dependency from sidewatch
 }
-SHARED = {"config", "errors"}  # the modules beside the layers, importable anywhere
+SHARED = {"config", "config_schema", "errors"}  # the modules beside the layers, importable anywhere
 
 
 def _imports(path: Path) -> list[str]:
