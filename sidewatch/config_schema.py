@@ -126,16 +126,9 @@ class _Rule:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Shape:
+class _Shape(_Rule):
     """A list that is not one (or is empty) is this problem; its items' problems are their
     own."""
-
-    text: str
-
-    def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_wrap_validator_function(self._validate, handler(source))
 
     def _validate(self, value: Any, inner: core_schema.ValidatorFunctionWrapHandler) -> Any:
         try:
