@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from hypothesis import settings
+from sqlalchemy import Engine
 
 from sidewatch.store.db import open_store
 from sidewatch.store.models import metadata
+from sidewatch.store.repo import Store
 
 # CI runs every property test on fixed examples, so that a submission's result is reproducible;
 # locally they explore new random examples on every run.
@@ -139,3 +141,17 @@ def pg_url(pg_schemas: PgSchemas) -> Iterator[str]:
     schema = pg_schemas.lend()
     yield pg_schemas.url(schema)
     pg_schemas.give_back(schema)
+
+
+@pytest.fixture
+def open_stores(db_url: str) -> Iterator[Callable[[], Store]]:
+    """Opens the test's store as often as a test restarts; every engine closed at the end."""
+    engines: list[Engine] = []
+
+    def opener() -> Store:
+        engines.append(open_store(db_url))
+        return Store(engines[-1])
+
+    yield opener
+    for engine in engines:
+        engine.dispose()

@@ -5,13 +5,12 @@ restart, and a wait whose classification raises."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import Engine
 
 from sidewatch.config import Config
 from sidewatch.core.model import Thresholds
@@ -49,20 +48,6 @@ EVIDENCE_KEYS = {
     "continuationFailure",
     "actionEdited",
 }
-
-
-@pytest.fixture
-def open_stores(db_url: str) -> Iterator[Callable[[], Store]]:
-    """Opens the test's store as often as a test restarts; every engine closed at the end."""
-    engines: list[Engine] = []
-
-    def opener() -> Store:
-        engines.append(open_store(db_url))
-        return Store(engines[-1])
-
-    yield opener
-    for engine in engines:
-        engine.dispose()
 
 
 @pytest.fixture

@@ -4,11 +4,10 @@ old units and evidence naming no wait go, and every counter continues past the p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
-import pytest
 from sqlalchemy import Engine, text
 
 from sidewatch.config import Config
@@ -17,7 +16,6 @@ from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector, report
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
 from sidewatch.report.markdown import render_markdown
-from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from sidewatch.store.retention import Retention
 from tests.daemon.test_auditor import counters
@@ -28,19 +26,6 @@ SEC = 1000
 T0 = 1_785_081_600_000  # 2026-07-26T16:00:00Z
 WEEK = 7 * DAY
 POLICIES = Config().policies
-
-
-@pytest.fixture
-def open_stores(db_url: str) -> Iterator[Callable[[], Store]]:
-    engines: list[Engine] = []
-
-    def opener() -> Store:
-        engines.append(open_store(db_url))
-        return Store(engines[-1])
-
-    yield opener
-    for engine in engines:
-        engine.dispose()
 
 
 def ingest(store: Store, lines: list[dict[str, Any]], received_at: int, bad: int = 0) -> None:
