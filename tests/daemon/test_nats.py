@@ -418,7 +418,7 @@ def test_a_fetched_batch_is_committed_in_one_transaction_each_message_acked_by_i
         Store(engine),
         "nats:crashed",
         body if isinstance(body, bytes) else gzip.decompress(body[0]),
-        1_000,
+        int(time.time() * 1000),  # now: serve prunes units older than store.retention
         ref_protector(engine, Config()),
         key=stored_before,
     )
