@@ -1,7 +1,8 @@
 """One wait's page with a 1,000-item timeline, beside the JSON read API of the same wait in the
 same run: both through the daemon's app (in process, a real SQLite store). The API is the floor
 (the same store read and classification); the page adds its rendering, also timed alone
-(`render_detail` on the API's answer). The target: rendering in under 100 ms.
+(`render_detail` on the API's answer). The target: the page (the whole GET) in under 100 ms;
+the load average is printed with the figures, as they vary with it.
 
     .venv/bin/python bench/ui.py [--items 1000] [--runs 30]
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 import sys
 import tempfile
@@ -49,6 +51,7 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=30)
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
     now = int(time.time()) * 1000
     start = now - args.items * 1000 - 60_000
     lines = requested(THREAD, INTERRUPT, "deploy", start, now + 3_600_000)
@@ -76,13 +79,14 @@ def main() -> None:
             renders.append((time.perf_counter() - t) * 1000)
         alone = statistics.median(renders)
         daemon.engine.dispose()
-    print(f"one wait, {timeline:,} timeline items, median of {args.runs} GETs")
+    load = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
+    print(f"one wait, {timeline:,} timeline items, median of {args.runs} GETs ({load})")
     print(f"  JSON read API /v1/waits/{{id}} : {api:7.1f} ms  {api_size / 1e3:7.1f} kB")
     print(f"  wait page     /ui/waits/{{id}} : {page:7.1f} ms  {page_size / 1e3:7.1f} kB")
     print(f"  page - API (rendering)       : {page - api:7.1f} ms")
     print(f"  render_detail alone          : {alone:7.1f} ms")
-    verdict = "ok" if alone < TARGET_MS else "OVER"
-    print(f"  target: rendering under {TARGET_MS} ms: {verdict}")
+    verdict = "ok" if page < TARGET_MS else "OVER"
+    print(f"  target: the page under {TARGET_MS} ms: {verdict}")
 
 
 if __name__ == "__main__":

@@ -375,15 +375,10 @@ class Interpreter:
         self.result.facts.append(fact)
 
     def _finding(
-        self,
-        rule: FindingRule,
-        *,
-        thread: str,
-        run: str,
-        interrupt_id: str | None,
-        at: int,
-        seq: int,
+        self, rule: FindingRule, thread: str, run: str, at: int, seq: int, interrupt_id: str | None
     ) -> None:
+        """A finding of `rule` on the line at `at`, `seq` (the context in the order of
+        `_crewai_run_end`), about `interrupt_id` or, with none, the run."""
         self._emit(
             FindingFact(
                 rule=rule, at=at, seq=seq, thread_id=thread, run_id=run, interrupt_id=interrupt_id
@@ -512,14 +507,7 @@ class Interpreter:
             return LineKind.RUN
         if kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts"):
             # The protocol requires at least one interrupt; the run still ended.
-            self._finding(
-                FindingRule.INTERRUPT_OUTCOME_EMPTY,
-                thread=thread,
-                run=run,
-                interrupt_id=None,
-                at=at,
-                seq=seq,
-            )
+            self._finding(FindingRule.INTERRUPT_OUTCOME_EMPTY, thread, run, at, seq, None)
             self._emit(
                 RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq)
             )
@@ -541,14 +529,7 @@ class Interpreter:
         seen: set[str] = set()
         for it in interrupts:
             if it.id in seen:
-                self._finding(
-                    FindingRule.DUPLICATE_INTERRUPT_ID,
-                    thread=thread,
-                    run=run,
-                    interrupt_id=it.id,
-                    at=at,
-                    seq=seq,
-                )
+                self._finding(FindingRule.DUPLICATE_INTERRUPT_ID, thread, run, at, seq, it.id)
             seen.add(it.id)
             meta = it.metadata if isinstance(it.metadata, dict) else {}
             self._announce(
@@ -602,14 +583,7 @@ class Interpreter:
                 action, digest = claimed[0].name, digest or claimed[1]
         expires = _parse_time(expires_raw) if expires_raw is not None else None
         if expires_raw is not None and expires is None:
-            self._finding(
-                FindingRule.EXPIRES_AT_UNPARSABLE,
-                thread=thread,
-                run=run,
-                interrupt_id=interrupt_id,
-                at=at,
-                seq=seq,
-            )
+            self._finding(FindingRule.EXPIRES_AT_UNPARSABLE, thread, run, at, seq, interrupt_id)
         self._emit(
             InterruptFact(
                 thread_id=thread,
@@ -771,12 +745,7 @@ class Interpreter:
             self._crewai[(thread, interrupt_id)] = (run, first)
             if success:
                 self._finding(
-                    FindingRule.INTERRUPT_REPORTED_AS_SUCCESS,
-                    thread=thread,
-                    run=run,
-                    interrupt_id=interrupt_id,
-                    at=at,
-                    seq=seq,
+                    FindingRule.INTERRUPT_REPORTED_AS_SUCCESS, thread, run, at, seq, interrupt_id
                 )
 
     def _crewai_cancels(self, inp: RunAgentInput, thread: str, at: int, seq: int) -> list[Fact]:
@@ -812,12 +781,7 @@ class Interpreter:
                 else:
                     interrupt_id = f"{run}#{unnamed}"
                     self._finding(
-                        FindingRule.LEGACY_INTERRUPT_WITHOUT_ID,
-                        thread=thread,
-                        run=run,
-                        interrupt_id=interrupt_id,
-                        at=at,
-                        seq=seq,
+                        FindingRule.LEGACY_INTERRUPT_WITHOUT_ID, thread, run, at, seq, interrupt_id
                     )
             if interrupt_id in announced:
                 continue  # the outcome says it all, and more
