@@ -295,3 +295,24 @@ def test_the_overview_watches_sidewatch_itself() -> None:
         "sidewatch_alertmanager_push_failures_total",
     ):
         assert name in exprs, name
+
+
+def test_the_overview_watches_the_jetstream_consumer_from_real_prometheus(stack: Stack) -> None:
+    by_panel = {q.where: q.expr for q in queries(load(OVERVIEW))}
+
+    consuming = stack.prometheus.query(by_panel["JetStream consuming/A"])
+    pending = stack.prometheus.query(by_panel["JetStream pending (consumer lag)/A"])
+    # The panel's rate as an increase since the stack started: one message, stored.
+    since_start = by_panel["JetStream messages by outcome/A"].replace("rate(", "increase(")
+    outcomes = stack.prometheus.query(since_start.replace("[1m]", "[1h]"))
+
+    assert ["1"] == [s["value"][1] for s in consuming]
+    assert ["0"] == [s["value"][1] for s in pending]
+    assert {"stored", "duplicate", "unreadable", "refused", "retry"} == {
+        s["metric"]["outcome"] for s in outcomes
+    }
+    assert [] == [
+        s["metric"]["outcome"]
+        for s in outcomes
+        if (float(s["value"][1]) > 0) != (s["metric"]["outcome"] == "stored")
+    ]
