@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.daemon.test_e2e import Server, _audited, _seed_relative_to_now, _start, _stop, _wait_for
+from tests.daemon.test_nats import NATS_URL, Stream, _js, _publish
 from tests.realprom import RealPrometheus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,9 +197,19 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Iterator[Stack]:
     """sidewatch serving, scraped by Prometheus from before the reference stream (shifted to
-    now) is posted, so that rates see the stream arrive; ready once a tick has audited it."""
+    now) is posted, so that rates see the stream arrive; ready once a tick has audited it.
+    It also consumes a JetStream stream of its own on the real NATS server (for the
+    JetStream panels and alerts), through which the same stream is published once more: one
+    message stored, its facts all stored before, so the audit is unchanged."""
     tmp = tmp_path_factory.mktemp("stack")
-    server = _start(tmp, module_db_url)
+    stream = Stream(f"SWDASH_{uuid.uuid4().hex[:12]}", f"swdash.{uuid.uuid4().hex[:12]}")
+    _js(lambda js: js.add_stream(name=stream.name, subjects=[f"{stream.subject}.>"]))
+    server = _start(
+        tmp,
+        module_db_url,
+        extra=f"nats: {{url: '{NATS_URL}', stream: {stream.name}, "
+        f"subject: '{stream.subject}.>', batch: 8, ackWait: 2s, retryDelay: 300ms}}\n",
+    )
     prometheus = RealPrometheus(tmp, server.url.removeprefix("http://"))
     try:
         prometheus.start()
@@ -211,10 +223,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Itera
         assert 200 == posted.status_code
         assert _wait_for(lambda: _audited(server, 6))
         assert prometheus.wait_for("sum(sidewatch_waits) == 5"), "the audit was never scraped"
+        _publish(stream, body)
+        assert prometheus.wait_for(
+            'sidewatch_jetstream_messages_total{outcome="stored"} == 1', seconds=30
+        ), "the JetStream message was never stored"
+        assert prometheus.wait_for("sidewatch_jetstream_pending == 0"), "no lag was reported"
         yield Stack(server, prometheus)
     finally:
         prometheus.stop()
         _stop(server)
+        _js(lambda js: js.delete_stream(stream.name))
 
 
 @pytest.mark.parametrize("query", queries(load(OVERVIEW)), ids=lambda q: q.where)
@@ -277,3 +295,24 @@ def test_the_overview_watches_sidewatch_itself() -> None:
         "sidewatch_alertmanager_push_failures_total",
     ):
         assert name in exprs, name
+
+
+def test_the_overview_watches_the_jetstream_consumer_from_real_prometheus(stack: Stack) -> None:
+    by_panel = {q.where: q.expr for q in queries(load(OVERVIEW))}
+
+    consuming = stack.prometheus.query(by_panel["JetStream consuming/A"])
+    pending = stack.prometheus.query(by_panel["JetStream pending (consumer lag)/A"])
+    # The panel's rate as an increase since the stack started: one message, stored.
+    since_start = by_panel["JetStream messages by outcome/A"].replace("rate(", "increase(")
+    outcomes = stack.prometheus.query(since_start.replace("[1m]", "[1h]"))
+
+    assert ["1"] == [s["value"][1] for s in consuming]
+    assert ["0"] == [s["value"][1] for s in pending]
+    assert {"stored", "duplicate", "unreadable", "refused", "retry"} == {
+        s["metric"]["outcome"] for s in outcomes
+    }
+    assert [] == [
+        s["metric"]["outcome"]
+        for s in outcomes
+        if (float(s["value"][1]) > 0) != (s["metric"]["outcome"] == "stored")
+    ]

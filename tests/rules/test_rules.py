@@ -178,3 +178,28 @@ def test_every_severity_is_a_member_and_each_state_alert_has_the_state_severity_
 
     assert {r["labels"]["severity"] for r in alerts()} <= {s.value for s in model.Severity}
     assert {s.value: v.value for s, v in model.SEVERITY.items()} == found
+
+
+def test_the_jetstream_alerts_read_only_its_gauges_and_their_threshold_is_the_documented_one() -> (
+    None
+):
+    rules = {rule["alert"]: rule for rule in alerts()}
+    lagging = str(rules["SidewatchJetStreamLagging"]["expr"])
+    threshold = re.fullmatch(r".*\) > (\d+)", lagging)
+    runbook = (RUNBOOKS / "jetstream-lag.md").read_text()
+    alerting = (ROOT / "docs" / "alerting.md").read_text()
+
+    assert (
+        "max(sidewatch_jetstream_consuming) == 0" == rules["SidewatchJetStreamNotConsuming"]["expr"]
+    )
+    assert ("page", "5m") == (
+        rules["SidewatchJetStreamNotConsuming"]["labels"]["severity"],
+        rules["SidewatchJetStreamNotConsuming"]["for"],
+    )
+    assert ("ticket", "10m") == (
+        rules["SidewatchJetStreamLagging"]["labels"]["severity"],
+        rules["SidewatchJetStreamLagging"]["for"],
+    )
+    assert threshold is not None
+    assert f"`sidewatch_jetstream_pending` above {threshold[1]}" in runbook
+    assert f"pending messages above {threshold[1]} for 10 min" in alerting
