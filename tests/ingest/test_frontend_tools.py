@@ -4,6 +4,7 @@ ends in success leaving a call of a named tool to the application is a wait; the
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ T0 = 1_785_083_400_000
 MIN = 60_000
 ARGS = '{"region": "eu", "secret": "s3cr3t-arg"}'
 PATTERNS = ("confirm_*", "approve_*")
+PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -333,3 +335,90 @@ def test_frontend_tools_are_taken_on_a_reload() -> None:
     config, taken, refused = reloaded(old, new)
 
     assert (("confirm_*",), ["waits.frontendTools"], []) == (config.frontend_tools, taken, refused)
+
+
+# What the real integrations do with `waits.frontendTools: ["confirm_*"]` (captured by
+# tests/producers/capture_*.py; the live tests in tests/producers run the same scenarios now):
+# file -> [(state, decision, uncertain)] of its waits, in the order they were requested.
+FRONTEND = {
+    # Strands ends the run in success without pendingToolCallIds: pending by the stream
+    "strands-frontend-tool-approve": [("RESUMED", "accept", False)],
+    "strands-frontend-tool-decline": [("CLOSED_BY_DECLINE", "decline", False)],
+    # a new message instead of the answer: Strands reports a placeholder result ("Forwarded
+    # to client") for the call and finishes; the wait was dropped unanswered
+    "strands-frontend-tool-new-message": [("CANCELLED", None, True)],
+    # pydantic-ai ends the run in success with pendingToolCallIds
+    "pydantic-ai-frontend-tool": [("RESUMED", "accept", False)],
+    "pydantic-ai-frontend-tool-decline": [("CLOSED_BY_DECLINE", "decline", False)],
+    "pydantic-ai-frontend-tool-new-message": [("CANCELLED", None, True)],
+}
+# Agent Framework's confirm_changes repeats the approval its 1.0 outcome announces: the same
+# verdicts as without frontend tools, one wait per approval ...
+MAF_FRONTEND = {
+    "maf-approve": [("RESUMED", "accept", False)],
+    "maf-decline": [("CLOSED_BY_DECLINE", "decline", False)],
+    "maf-two-approve": [("RESUMED", "accept", False)] * 2,
+    "maf-two-approve-reject": [
+        ("STUCK_AFTER_DECISION", "accept", False),
+        ("CLOSED_BY_DECLINE", "decline", False),
+        ("WAITING", None, False),
+    ],
+    # ... but a tool message for confirm_changes is that approval's answer now: Agent Framework
+    # refuses it (RUN_ERROR APPROVAL_RESUME_REQUIRED), so the accepted wait is stuck
+    "maf-answered-by-tool-message": [("STUCK_AFTER_DECISION", "accept", False)],
+}
+
+
+def frontend_waits(
+    db_url: str, body: bytes, patterns: tuple[str, ...] = ("confirm_*",)
+) -> list[Audited]:
+    """Every wait of one captured unit ingested with `waits.frontendTools: patterns`, received
+    a second after the last time the producer stamped (NOW when it stamps none) and audited a
+    minute later (as tests/ingest/test_producers_strands_pydantic_ai.py does)."""
+    stamps = [int(t) for t in re.findall(rb'"timestamp":(\d+)', body)]
+    received = max([*stamps, T0 - MIN]) + 1_000
+    engine = open_store(db_url)
+    store = Store(engine)
+    summary = ingest_unit(
+        store, "producer", body, received, ref_protector(engine, Config()), frontend_tools=patterns
+    )
+    assert () == summary.rejects
+    waits = audit(store, (QUIET,), received + MIN)
+    engine.dispose()
+    return waits
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), {**FRONTEND, **MAF_FRONTEND}.items(), ids=[*FRONTEND, *MAF_FRONTEND]
+)
+def test_a_producer_frontend_tool_gets_the_verdict_of_what_happened(
+    db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    body = (PRODUCERS / f"{name}.ndjson").read_bytes()
+
+    assert expected == _states(frontend_waits(db_url, body))
+
+
+def test_confirm_changes_and_the_outcome_are_one_wait_the_gated_call(db_url: str) -> None:
+    """Agent Framework announces the approval by its 1.0 outcome and by a `confirm_changes`
+    frontend call in the same run (which ends interrupted, not in success): one wait, whose
+    action is the gated call, and no wait named by the confirm_changes call."""
+    body = (PRODUCERS / "maf-approve.ndjson").read_bytes()
+
+    (wait,) = frontend_waits(db_url, body, ("confirm_*", "confirm_changes"))
+
+    ev = wait.evidence
+    assert ("delete_file", "tool_call", "call_del_1") == (ev.action, ev.reason, ev.tool_call_id)
+    assert ev.interrupt_id.startswith("af-call-")
+
+
+def test_a_confirm_changes_tool_message_answers_the_approval_it_repeats(db_url: str) -> None:
+    body = (PRODUCERS / "maf-answered-by-tool-message.ndjson").read_bytes()
+
+    (wait,) = frontend_waits(db_url, body)
+
+    assert (True, ("resume_rejected",), "accept") == (
+        wait.evidence.interrupt_id.startswith("af-call-"),
+        wait.verdict.findings,
+        wait.verdict.facts.decision and wait.verdict.facts.decision.value,
+    )
