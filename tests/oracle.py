@@ -381,17 +381,16 @@ def _open_at(w: _Wait, b: _Built, policy_for: PolicyFor, before: Key) -> bool:
 def _gated_call_answers(facts: ThreadFacts) -> ThreadFacts:
     answers = []
     for a in facts.answers:
-        if a.via == "gated_call":
-            gating = sorted(
-                (i for i in facts.interrupts if i.tool_call_id == a.interrupt_id),
-                key=lambda i: (i.at, i.seq),
-            )
-            earlier = [i for i in gating if (i.at, i.seq) <= (a.at, a.seq)]
-            if gating:
-                chosen = earlier[-1] if earlier else gating[0]
-                a = replace(a, interrupt_id=chosen.interrupt_id)
-            a = replace(a, via="tool_message")
-        answers.append(a)
+        if a.via != "gated_call":
+            answers.append(a)
+            continue
+        gating = sorted(
+            (i for i in facts.interrupts if i.tool_call_id == a.interrupt_id),
+            key=lambda i: (i.at, i.seq),
+        )
+        earlier = [i for i in gating if (i.at, i.seq) <= (a.at, a.seq)]
+        chosen = (earlier[-1] if earlier else gating[0]).interrupt_id if gating else None
+        answers.append(replace(a, interrupt_id=chosen or a.interrupt_id, via="tool_message"))
     return replace(facts, answers=tuple(answers))
 
 
