@@ -5,9 +5,10 @@ An event type sidewatch does not interpret (`RAW`, `MESSAGES_SNAPSHOT`, `STATE_*
 sent, and is recognised from the head of its bytes without being parsed where the encoder put
 `type` first (it always does). Of the events that are sent, content is replaced or left out:
 tool results, error messages, run results, interrupt messages. Of a `RunAgentInput`, only the
-ids, the answers (`resume[]`, `forwardedProps.command.resume`, ADK confirmation tool messages)
-reduced to what decides them. Tool-call arguments (and an answer's `editedArgs`) are sent: the
-action digest is computed from them in the daemon, which holds them in memory only.
+ids, the answers (`resume[]`, `forwardedProps.command.resume`, ADK confirmation tool messages,
+and with `frontend_tools` the tool messages of those tools) reduced to what decides them.
+Tool-call arguments (and an answer's `editedArgs`) are sent: the action digest is computed
+from them in the daemon, which holds them in memory only.
 """
 
 from __future__ import annotations
