@@ -416,3 +416,19 @@ def test_a_file_ingested_twice_is_counted_once_and_its_redelivery_apart(db: str)
         ingest["redeliveredUnits"],
         ingest["redeliveredLines"],
     )
+
+
+def test_check_config_names_a_frontend_tool_pattern_that_is_no_glob(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('waits:\n  frontendTools: ["confirm_*", "approve_["]\n')
+
+    code, out = run("check-config", str(bad))
+
+    assert (
+        1,
+        [
+            f"sidewatch: error: {bad}: 1 problem:",
+            "  - waits.frontendTools: 'approve_[' is not a glob pattern: a '[' in it is never"
+            " closed",
+        ],
+    ) == (code, out.splitlines())
