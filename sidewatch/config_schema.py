@@ -211,6 +211,34 @@ NonEmpty = Annotated[str, Strict(), Field(min_length=1)]
 Globs = Annotated[tuple[NonEmpty, ...], _Rule("must be a list of glob patterns")]
 
 
+def _open_bracket(pattern: str) -> bool:
+    """A `[` that no `]` closes (as fnmatch reads a set: `[!…]`, and a `]` right after the
+    `[` or `[!` is a member): fnmatch then matches the `[` itself, never what was meant."""
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "[":
+            j = i + 1
+            j += pattern.startswith("!", j)
+            j += pattern.startswith("]", j)
+            i = pattern.find("]", j)
+            if i < 0:
+                return True
+        i += 1
+    return False
+
+
+def _tool_globs(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [p for p in patterns if _open_bracket(p)]
+    if bad:
+        raise _problem(f"{bad[0]!r} is not a glob pattern: a '[' in it is never closed")
+    return patterns
+
+
+# Glob patterns of tool names whose every pattern means what it says (`check-config` refuses
+# one fnmatch would read as a literal `[`).
+ToolGlobs = Annotated[Globs, AfterValidator(_tool_globs)]
+
+
 Bytes = Annotated[int, Strict(), Field(ge=1024), _Rule("must be a number of bytes, at least 1024")]
 
 
@@ -754,7 +782,7 @@ class Nats(_Section):
 class Waits(_Section):
     """How waits are read."""
 
-    frontend_tools: Globs = Field(CONFIG.frontend_tools, alias="frontendTools")
+    frontend_tools: ToolGlobs = Field(CONFIG.frontend_tools, alias="frontendTools")
 
 
 # -- the file -------------------------------------------------------------------------------

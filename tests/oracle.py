@@ -16,6 +16,9 @@ the one-pass reading (every existing test passes either way):
 4. A run that announces a wait again counts for it from that announcement on: its heartbeats
    and its RUN_FINISHED before that instant are not the wait's (a wait's own first run counts
    whenever).
+5. A tool message naming a wait by its gated call (`via: gated_call`, Agent Framework's
+   `confirm_changes`) is, before anything else, an answer of the interrupt that gates that
+   call (the latest announced by then, else the first after), as a tool message.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     """Every wait of the thread with its timeline, in the order the waits were announced."""
     calls = {(c.run_id, c.tool_call_id): c for c in facts.tool_calls}
     latest = {c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))}
-    facts = _first_tool_message_answers(facts)
+    facts = _first_tool_message_answers(_gated_call_answers(facts))
     known = {i.interrupt_id for i in facts.interrupts}
     hashed = {key_hash(i): i for i in known}
     finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
@@ -373,6 +376,22 @@ def _open_at(w: _Wait, b: _Built, policy_for: PolicyFor, before: Key) -> bool:
     ev = _evidence(w, b)
     ev = replace(ev, items=tuple(i for i in ev.items if (i.at, i.seq) < before))
     return classify(ev, policy_for(ev.action, ev.reason), before[0]).state not in CLOSED_STATES
+
+
+def _gated_call_answers(facts: ThreadFacts) -> ThreadFacts:
+    answers = []
+    for a in facts.answers:
+        if a.via != "gated_call":
+            answers.append(a)
+            continue
+        gating = sorted(
+            (i for i in facts.interrupts if i.tool_call_id == a.interrupt_id),
+            key=lambda i: (i.at, i.seq),
+        )
+        earlier = [i for i in gating if (i.at, i.seq) <= (a.at, a.seq)]
+        chosen = (earlier[-1] if earlier else gating[0]).interrupt_id if gating else None
+        answers.append(replace(a, interrupt_id=chosen or a.interrupt_id, via="tool_message"))
+    return replace(facts, answers=tuple(answers))
 
 
 def _first_tool_message_answers(facts: ThreadFacts) -> ThreadFacts:

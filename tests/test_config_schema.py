@@ -120,3 +120,19 @@ def test_no_file_and_no_environment_is_what_the_models_make_of_nothing() -> None
     parsing nothing gives."""
     assert parse(None, {}, "config", {}) == load_config(None, {})
     assert parse({}, {}, "config", {}) == load_config(None, {})
+
+
+@pytest.mark.parametrize("pattern", ["confirm_[", "approve_[!", "a[]"])
+def test_a_frontend_tool_pattern_whose_bracket_never_closes_is_refused(pattern: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"waits": {"frontendTools": ["confirm_*", pattern]}}, {})
+
+    assert [
+        f"waits.frontendTools: {pattern!r} is not a glob pattern: a '[' in it is never closed"
+    ] == err.value.problems
+
+
+def test_frontend_tool_patterns_with_closed_sets_are_taken() -> None:
+    patterns = ["confirm_*", "approve_[ab]", "deny_[!x]?", "ok_[]]"]
+
+    assert tuple(patterns) == load_config({"waits": {"frontendTools": patterns}}, {}).frontend_tools

@@ -247,7 +247,9 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
                 size = "" if path == "-" else f": {os.path.getsize(path) / 1e6:.1f} MB"
                 click.echo(f"[{n}/{len(paths)}] {path}{size} …", err=True)
             try:
-                summary = ingest_file(store, path, int(time.time() * 1000), protect, labels)
+                summary = ingest_file(
+                    store, path, int(time.time() * 1000), protect, labels, cfg.frontend_tools
+                )
             except StoreRefused as e:  # this file's data, not the store: the next file goes on
                 click.echo(
                     f"sidewatch: error: {path}: the store refused its data ({e.reason}); "

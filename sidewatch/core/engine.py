@@ -14,6 +14,8 @@ from typing import Any
 
 from sidewatch.core.facts import (
     VIA_EDITED,
+    VIA_GATED_CALL,
+    VIA_TOOL_MESSAGE,
     AnswerFact,
     FindingFact,
     HeartbeatFact,
@@ -138,7 +140,7 @@ class _Pass:
 
     def run(self) -> ThreadVerdicts:
         facts = self.facts
-        answers = _first_tool_message_answers(facts.answers)
+        answers = _first_tool_message_answers(_by_gated_call(facts))
         steps = self._prepare(answers)
         k, n = 0, len(steps)
         while k < n:
@@ -552,13 +554,38 @@ def _answer(lr: LegacyResumeFact, interrupt_id: str, code: Code, digest: str | N
     )
 
 
+def _by_gated_call(facts: ThreadFacts) -> tuple[AnswerFact, ...]:
+    """Tool messages naming a wait by its gated call (Agent Framework's `confirm_changes`)
+    as answers of that wait: the latest announced with that `toolCallId` at the answer, else
+    the first one after it. One no interrupt gates stays an answer naming the call."""
+    answers = facts.answers
+    if not any(a.via == VIA_GATED_CALL for a in answers):
+        return answers
+    gating: dict[str, list[InterruptFact]] = {}
+    for i in sorted(facts.interrupts, key=lambda i: (i.at, i.seq)):
+        if i.tool_call_id is not None:
+            gating.setdefault(i.tool_call_id, []).append(i)
+    out = []
+    for a in answers:
+        if a.via != VIA_GATED_CALL:
+            out.append(a)
+            continue
+        its = gating.get(a.interrupt_id, [])
+        before = [i for i in its if (i.at, i.seq) <= (a.at, a.seq)]
+        target = before[-1] if before else its[0] if its else None
+        iid = a.interrupt_id if target is None else target.interrupt_id
+        out.append(replace(a, interrupt_id=iid, via=VIA_TOOL_MESSAGE))
+    return tuple(out)
+
+
 def _first_tool_message_answers(answers: tuple[AnswerFact, ...]) -> tuple[AnswerFact, ...]:
-    """ADK clients repeat a confirmation's answer in every later input's history: only the
-    first answer for an interrupt counts; the repeats are not continuations."""
+    """Clients repeat a tool message's answer (ADK's confirmation, a frontend-tool wait's) in
+    every later input's history: only the first answer for an interrupt counts; the repeats
+    are not continuations."""
     seen: set[str] = set()
     kept = []
     for a in sorted(answers, key=lambda a: (a.at, a.seq)):
-        if a.via == "tool_message":
+        if a.via == VIA_TOOL_MESSAGE:
             if a.interrupt_id in seen:
                 continue
             seen.add(a.interrupt_id)

@@ -78,6 +78,14 @@ class RunFact:
 
 
 VIA_EDITED = "resume_edited"  # an answer's `via`: an accept carrying `editedArgs`
+# A `role: "tool"` message answering a call (ADK's confirmation, a frontend-tool wait): only
+# the first one for an id counts, later inputs repeat it in their history.
+VIA_TOOL_MESSAGE = "tool_message"
+# A tool message for a frontend call that repeats a gated call (Agent Framework's
+# `confirm_changes`): `interrupt_id` holds the gated call's id, and the answer is the wait's
+# whose `tool_call_id` that is (the engine resolves it).
+VIA_GATED_CALL = "gated_call"
+REASON_FRONTEND_TOOL = "frontend_tool"  # a frontend-tool wait's reason (`waits.frontendTools`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +100,8 @@ class AnswerFact:
     seq: int
     digest: str | None = None
     # "resume": a resume[] entry; "resume_edited": one accepting edited arguments;
-    # "tool_message": ADK's tool message
+    # "tool_message": a tool message (ADK's confirmation, a frontend-tool wait);
+    # "gated_call": a tool message naming the wait by its gated call (`VIA_GATED_CALL`)
     via: str = "resume"
 
 

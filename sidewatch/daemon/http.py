@@ -255,6 +255,7 @@ def ingest(
             cfg.max_line_bytes,
             key,
             cfg.decision_labels,
+            cfg.frontend_tools,
         )
     app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
     return summary
@@ -284,7 +285,12 @@ def ingest_read(app: AppState, units: Sequence[ReadUnit]) -> list[IngestSummary]
     sqlite = app.store.engine.dialect.name == "sqlite"
     with app.write_lock if sqlite else nullcontext():
         summaries = ingest_units(
-            app.store, units, app.protect, cfg.max_line_bytes, cfg.decision_labels
+            app.store,
+            units,
+            app.protect,
+            cfg.max_line_bytes,
+            cfg.decision_labels,
+            cfg.frontend_tools,
         )
     for summary in summaries:
         app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))

@@ -94,6 +94,7 @@ def ingest_unit(
     max_line_bytes: int | None = None,
     key: str | None = None,
     labels: Labels = NO_LABELS,
+    frontend_tools: Sequence[str] = (),
 ) -> IngestSummary:
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
     A unit over `max_lines` is refused whole (TooLarge), before anything is stored. A unit
@@ -102,9 +103,8 @@ def ingest_unit(
     with store.unit(source, received_at, key) as writer:
         if writer is None:
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
-        return _write(
-            writer, ReadUnit(source, framed, received_at, key), protect, max_line_bytes, labels
-        )
+        unit = ReadUnit(source, framed, received_at, key)
+        return _write(writer, unit, protect, max_line_bytes, labels, frontend_tools)
 
 
 def ingest_units(
@@ -113,6 +113,7 @@ def ingest_units(
     protect: RefProtector,
     max_line_bytes: int | None = None,
     labels: Labels = NO_LABELS,
+    frontend_tools: Sequence[str] = (),
 ) -> list[IngestSummary]:
     """Store read units in ONE transaction, each as `ingest_unit` would (a key already stored,
     even earlier in the same batch, is a duplicate): all of them are committed or none. A
@@ -124,12 +125,17 @@ def ingest_units(
             if writer is None:
                 out.append(IngestSummary(unit.source, 0, 0, (), {}, duplicate=True))
             else:
-                out.append(_write(writer, unit, protect, max_line_bytes, labels))
+                out.append(_write(writer, unit, protect, max_line_bytes, labels, frontend_tools))
     return out
 
 
 def ingest_file(
-    store: Store, path: str, received_at: int, protect: RefProtector, labels: Labels = NO_LABELS
+    store: Store,
+    path: str,
+    received_at: int,
+    protect: RefProtector,
+    labels: Labels = NO_LABELS,
+    frontend_tools: Sequence[str] = (),
 ) -> IngestSummary:
     """A file (`-`: standard input) as one unit, as `ingest_unit` stores the file's bytes. A
     plain NDJSON file is read a chunk at a time, so that its size never bounds the memory it
@@ -138,12 +144,22 @@ def ingest_file(
 
     chunks = ndjson_file(path)
     if chunks is None:
-        return ingest_unit(store, path, read_file(path), received_at, protect, labels=labels)
+        body = read_file(path)
+        return ingest_unit(
+            store, path, body, received_at, protect, labels=labels, frontend_tools=frontend_tools
+        )
     with store.unit(path, received_at, None) as writer:
         if writer is None:
             return IngestSummary(path, 0, 0, (), {}, duplicate=True)
         return _written(
-            writer, path, received_at, protect, None, labels, lambda i: i.read_chunks(chunks)
+            writer,
+            path,
+            received_at,
+            protect,
+            None,
+            labels,
+            frontend_tools,
+            lambda i: i.read_chunks(chunks),
         )
 
 
@@ -153,6 +169,7 @@ def _write(
     protect: RefProtector,
     max_line_bytes: int | None,
     labels: Labels,
+    frontend_tools: Sequence[str],
 ) -> IngestSummary:
     return _written(
         writer,
@@ -161,6 +178,7 @@ def _write(
         protect,
         max_line_bytes,
         labels,
+        frontend_tools,
         lambda i: i.read(unit.framed),
     )
 
@@ -172,12 +190,15 @@ def _written(
     protect: RefProtector,
     max_line_bytes: int | None,
     labels: Labels,
+    frontend_tools: Sequence[str],
     read: Callable[[Interpreter], UnitResult],
 ) -> IngestSummary:
     """Interpret a unit's lines (`read` gives the interpreter them) into its open writer."""
     from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
-    res = read(Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels))
+    res = read(
+        Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels, frontend_tools)
+    )
     redelivered = writer.write(
         protect.digests(res.facts),
         [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],

@@ -22,6 +22,9 @@ RELOADABLE = frozenset(
         "report_directory",
         "report_formats",
         "report_retention_ms",
+        # read by ingest, unit by unit: units ingested afterwards read the new patterns (what
+        # was ingested before is not read again; docs/interpretations.md)
+        "frontend_tools",
     }
 )
 
@@ -65,6 +68,7 @@ KEYS = {
     "report_formats": "reports.formats",
     "report_retention_ms": "reports.retention",
     "nats": "nats",
+    "frontend_tools": "waits.frontendTools",
 }
 
 

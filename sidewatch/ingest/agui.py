@@ -8,7 +8,7 @@ dropped at once; a bad line becomes a line-numbered `Reject` and never stops the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -18,7 +18,10 @@ from ag_ui.core import EventType, Interrupt, RunAgentInput, RunFinishedInterrupt
 from pydantic import BaseModel, ValidationError
 
 from sidewatch.core.facts import (
+    REASON_FRONTEND_TOOL,
     VIA_EDITED,
+    VIA_GATED_CALL,
+    VIA_TOOL_MESSAGE,
     AnswerFact,
     Fact,
     FindingFact,
@@ -50,10 +53,15 @@ from sidewatch.ingest.dialects import (
     adk_original_of_meta,
     crewai_interrupt,
     first_outcome_decision,
+    gated_call_of,
+    history_calls,
     is_crewai,
+    is_frontend_tool,
     is_maf_approval,
     legacy_interrupt,
     legacy_resume,
+    tool_message_call,
+    tool_message_decision,
 )
 from sidewatch.ingest.digest import action_digest
 from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_evidence
@@ -136,9 +144,11 @@ class Interpreter:
         protect_ref: Callable[[str], str],
         max_line_bytes: int | None = None,
         labels: Labels = NO_LABELS,
+        frontend_tools: Sequence[str] = (),
     ) -> None:
         self.received_at = received_at
         self.labels = labels  # the policies' own decision labels (`decisions:`)
+        self.frontend = tuple(frontend_tools)  # `waits.frontendTools`: glob patterns
         self.seq_base = seq_base
         self.protect_ref = protect_ref
         self.max_line_bytes = max_line_bytes  # a longer (relevant) line is a reject
@@ -161,6 +171,11 @@ class Interpreter:
         # interrupt id) -> (the run that announced it last, what a cancel of it runs)
         self._crewai_held: dict[tuple[str, str], list[tuple[str, Code | None]]] = {}
         self._crewai: dict[tuple[str, str], tuple[str, Code | None]] = {}
+        # Frontend tools (only with `waits.frontendTools`): the calls each run started, the
+        # (thread, run, call) results seen, and the (thread, call) frontend waits announced.
+        self._run_calls: dict[tuple[str, str], list[str]] = {}
+        self._results: set[tuple[str, str, str]] = set()
+        self._frontend: set[tuple[str, str]] = set()
 
     # -- entry points ------------------------------------------------------------------
 
@@ -428,7 +443,7 @@ class Interpreter:
                         at=at,
                         seq=seq,
                         digest=None,
-                        via="tool_message",
+                        via=VIA_TOOL_MESSAGE,
                     )
                 )
         for i, entry in enumerate(inp.resume or ()):
@@ -452,6 +467,8 @@ class Interpreter:
                     via=VIA_EDITED if decision.edited else "resume",
                 )
             )
+        if self.frontend:
+            facts += self._frontend_answers(inp, thread, run, at, seq)
         facts += self._crewai_cancels(inp, thread, at, seq)
         self._set_ctx(thread, run)
         if obj.get("timestamp") is None:
@@ -491,12 +508,16 @@ class Interpreter:
         self._threads.setdefault(run, set()).add(thread)
         outcome = obj.get("outcome")
         kind = outcome.get("type") if isinstance(outcome, dict) else outcome
-        if kind is None or kind == "success":
+        success = kind is None or kind == "success"
+        pending = _pending_ids(outcome) if success and self.frontend else []  # before any fact
+        started = self._run_calls.pop((thread, run), [])
+        if success:
             self._crewai_run_end(thread, run, at, seq, success=True)
             self._flush_legacy(thread, run, [])
             self._flush_adk(thread, run, [])
+            announced = self._flush_frontend(thread, run, at, seq, pending or started, not pending)
             self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.FINISHED, at=at, seq=seq))
-            return LineKind.RUN
+            return LineKind.INTERRUPT if announced else LineKind.RUN
         if kind == "cancelled":
             self._crewai_run_end(thread, run, at, seq, success=False)
             self._flush_legacy(thread, run, [])
@@ -612,6 +633,79 @@ class Interpreter:
                     return self._ended.pop(key)
         return claimed
 
+    # -- frontend tools (`waits.frontendTools`) ---------------------------------------------
+
+    def _flush_frontend(
+        self, thread: str, run: str, at: int, seq: int, pending: list[str], derived: bool
+    ) -> bool:
+        """A run that ended in success left calls for the application: those its outcome's
+        `pendingToolCallIds` names, else (`derived`) the calls it started with no result in
+        it. Each one of a tool the config names is a wait, whose id is the call's."""
+        if not self.frontend:
+            return False
+        announced = False
+        for call_id in dict.fromkeys(pending):
+            if derived and (thread, run, call_id) in self._results:
+                continue
+            open_call = self._calls.get(call_id)
+            if open_call is not None and open_call.thread_id == thread:
+                self._end_call(call_id)  # a stream cut before TOOL_CALL_END
+            call = self._ended.get((thread, run, call_id))
+            if call is None:  # named by the outcome, started by an earlier run of the unit
+                ended = reversed(self._ended.items())
+                call = next((v for k, v in ended if k[0] == thread and k[2] == call_id), None)
+            if call is None or not is_frontend_tool(call[0].name, self.frontend):
+                continue
+            self._frontend.add((thread, call_id))
+            self._announce(
+                thread=thread,
+                run=run,
+                interrupt_id=call_id,
+                at=at,
+                seq=seq,
+                reason=REASON_FRONTEND_TOOL,
+                tool_call_id=call_id,
+            )
+            announced = True
+        return announced
+
+    def _frontend_answers(
+        self, inp: RunAgentInput, thread: str, run: str, at: int, seq: int
+    ) -> list[Fact]:
+        """The input's `role: "tool"` messages for calls of a frontend tool (named so by the
+        history's assistant message, or announced as a wait in this unit), read by the
+        decision rules; the content is then dropped. A tool message for Agent Framework's
+        `confirm_changes` answers the wait of the gated call it repeats."""
+        calls = history_calls(inp.messages)
+        out: list[Fact] = []
+        for i, m in enumerate(inp.messages):
+            call_id = tool_message_call(m)
+            if call_id is None or adk_answer(m) is not None:  # ADK's is read already
+                continue
+            name, args = calls.get(call_id, (None, None))
+            if (thread, call_id) not in self._frontend and not is_frontend_tool(
+                name, self.frontend
+            ):
+                continue
+            decision = tool_message_decision(getattr(m, "content", None), self.labels)
+            gated = gated_call_of(name, args)
+            where = f"RunAgentInput: messages.{i}"
+            target = _checked(gated or call_id, f"{where}: toolCallId")
+            _checked_or_none(decision.digest, f"{where}: approvedActionFingerprint", DIGEST_MAX)
+            out.append(
+                AnswerFact(
+                    thread_id=thread,
+                    run_id=run,
+                    interrupt_id=target,
+                    code=decision.code,
+                    at=at,
+                    seq=seq,
+                    digest=decision.digest,
+                    via=VIA_GATED_CALL if gated else VIA_TOOL_MESSAGE,
+                )
+            )
+        return out
+
     def _flush_adk(self, thread: str, run: str, announced: list[str]) -> None:
         """ADK's default mode announces a wait only by its confirmation tool call: at the
         run's end, every confirmation its 1.0 outcome did not announce becomes a wait."""
@@ -650,6 +744,8 @@ class Interpreter:
         at = self._at(obj)
         self._end_other_run(call_id, thread, run)
         self._calls[call_id] = _Call(name, thread, run, at, self.seq_base + n, [])
+        if self.frontend:
+            self._run_calls.setdefault((thread, run), []).append(call_id)
         return LineKind.TOOL_CALL
 
     def _tool_args(self, n: int, obj: dict[str, Any]) -> LineKind:
@@ -674,6 +770,8 @@ class Interpreter:
             _checked(name, "TOOL_CALL_CHUNK: toolCallName")
             thread, run = self._run(obj, "TOOL_CALL_CHUNK")
             self._calls[call_id] = _Call(name, thread, run, self._at(obj), self.seq_base + n, [])
+            if self.frontend:
+                self._run_calls.setdefault((thread, run), []).append(call_id)
         if isinstance(call_id, str) and isinstance(delta, str) and call_id in self._calls:
             self._calls[call_id].args.append(delta)
         return LineKind.TOOL_CALL
@@ -681,6 +779,8 @@ class Interpreter:
     def _tool_result(self, n: int, obj: dict[str, Any]) -> LineKind:
         call_id = _id(obj, "toolCallId", "TOOL_CALL_RESULT")
         thread, run = self._run(obj, "TOOL_CALL_RESULT")
+        if self.frontend:
+            self._results.add((thread, run, call_id))
         self._emit(
             ToolResultFact(
                 thread_id=thread,
@@ -962,6 +1062,22 @@ def _meta_digest(meta: dict[str, Any]) -> str | None:
     if isinstance(gov, dict) and isinstance(gov.get("actionFingerprint"), str):
         return str(gov["actionFingerprint"])
     return None
+
+
+def _pending_ids(outcome: Any) -> list[str]:
+    """A success outcome's `pendingToolCallIds` (checked like every stored id); [] when
+    absent or empty."""
+    ids = outcome.get("pendingToolCallIds") if isinstance(outcome, dict) else None
+    if ids is None:
+        return []
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise _LineError(
+            RejectReason.INVALID_FIELD,
+            "RUN_FINISHED: outcome.pendingToolCallIds: must be a list of tool call ids",
+        )
+    for i, call_id in enumerate(ids):
+        _checked(call_id, f"RUN_FINISHED: outcome.pendingToolCallIds.{i}")
+    return ids
 
 
 def _str_or_none(v: Any) -> str | None:

@@ -8,7 +8,9 @@ Only names, ids, reasons, times and digests are read; messages and payloads are 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 import orjson
@@ -17,7 +19,7 @@ from sidewatch.core.facts import key_hash
 from sidewatch.core.model import Code
 from sidewatch.ingest.bounds import id_problem
 from sidewatch.ingest.digest import digest_of
-from sidewatch.ingest.payload import NO_LABELS, Labels, decision_of
+from sidewatch.ingest.payload import NO_LABELS, Decision, Labels, decision_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,73 @@ def is_maf_approval(meta: dict[str, Any]) -> bool:
     """A 1.0 interrupt's metadata of an Agent Framework tool approval."""
     af = meta.get("agent_framework")
     return isinstance(af, dict) and af.get("type") == MAF_APPROVAL
+
+
+# --- frontend tools (`waits.frontendTools`) ------------------------------------------------
+#
+# A run that stopped on a frontend tool call ends in success, the call left for the
+# application (AG-UI 1.0's `pendingToolCallIds`, or derived from the stream); where the config
+# names the tool, the call is a wait whose answer is the next input's `role: "tool"` message.
+# Agent Framework's synthetic `confirm_changes` call repeats a gated call that its 1.0 outcome
+# announces: a tool message for it answers that wait, named by the gated call's id.
+
+MAF_CONFIRM = "confirm_changes"
+
+
+def is_frontend_tool(name: str | None, patterns: Sequence[str]) -> bool:
+    """A tool the config names as a frontend tool (glob patterns, case-sensitive, as policy
+    `tools:`). ADK's confirmation call has its own reading and is never one."""
+    return (
+        name is not None
+        and name != ADK_CONFIRMATION
+        and any(fnmatchcase(name, p) for p in patterns)
+    )
+
+
+def history_calls(messages: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """The tool calls of the assistant messages of an input's history: id -> (name,
+    arguments). The arguments are read only for `gated_call_of`, then dropped."""
+    out: dict[str, tuple[str, str]] = {}
+    for m in messages:
+        if getattr(m, "role", None) != "assistant":
+            continue
+        for call in getattr(m, "tool_calls", None) or ():
+            fn = getattr(call, "function", None)
+            name, args = getattr(fn, "name", None), getattr(fn, "arguments", None)
+            if isinstance(call.id, str) and isinstance(name, str):
+                out[call.id] = (name, args if isinstance(args, str) else "")
+    return out
+
+
+def tool_message_call(message: Any) -> str | None:
+    """The call id a `role: "tool"` message answers."""
+    if getattr(message, "role", None) != "tool":
+        return None
+    call_id = getattr(message, "tool_call_id", None)
+    return call_id if isinstance(call_id, str) else None
+
+
+def tool_message_decision(content: Any, labels: Labels = NO_LABELS) -> Decision:
+    """A frontend call's answer by the decision rules: the content is a JSON value (an object
+    with `approved`, a boolean, a quoted word) or, when it is not JSON, a bare string."""
+    value = content
+    if isinstance(content, str):
+        with contextlib.suppress(orjson.JSONDecodeError):
+            value = orjson.loads(content)
+    return decision_of(value, labels)
+
+
+def gated_call_of(name: str | None, args_text: str | None) -> str | None:
+    """The gated call an Agent Framework `confirm_changes` call repeats (its
+    `function_call_id`), else None."""
+    if name != MAF_CONFIRM or not args_text:
+        return None
+    try:
+        args = orjson.loads(args_text)
+    except orjson.JSONDecodeError:
+        return None
+    call_id = args.get("function_call_id") if isinstance(args, dict) else None
+    return call_id if isinstance(call_id, str) and call_id else None
 
 
 # --- ag-ui-crewai --------------------------------------------------------------------------

@@ -84,6 +84,7 @@ class TapMiddleware:
         durable: bool | None = None,
         agent: Any = None,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        frontend_tools: Iterable[str] = (),
     ) -> None:
         if tap is None and url is None:
             raise ValueError("TapMiddleware needs the sidewatch url (or a Tap)")
@@ -91,7 +92,8 @@ class TapMiddleware:
         self.paths = frozenset((*paths, *((path,) if path else ())))
         self.max_input_bytes = max_input_bytes
         self.max_event_bytes = max_event_bytes
-        self.tap = tap or Tap(str(url), token)
+        # `frontend_tools`: the daemon's `waits.frontendTools`, whose answers are sent too
+        self.tap = tap or Tap(str(url), token, frontend_tools=tuple(frontend_tools))
         self.unmirrored = 0  # requests too large, or not JSON, whose input was not mirrored
         self.delivery = delivery
         self.approver_ref = approver_ref

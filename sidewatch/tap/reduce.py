@@ -5,15 +5,18 @@ An event type sidewatch does not interpret (`RAW`, `MESSAGES_SNAPSHOT`, `STATE_*
 sent, and is recognised from the head of its bytes without being parsed where the encoder put
 `type` first (it always does). Of the events that are sent, content is replaced or left out:
 tool results, error messages, run results, interrupt messages. Of a `RunAgentInput`, only the
-ids, the answers (`resume[]`, `forwardedProps.command.resume`, ADK confirmation tool messages)
-reduced to what decides them. Tool-call arguments (and an answer's `editedArgs`) are sent: the
-action digest is computed from them in the daemon, which holds them in memory only.
+ids, the answers (`resume[]`, `forwardedProps.command.resume`, ADK confirmation tool messages,
+and with `frontend_tools` the tool messages of those tools) reduced to what decides them.
+Tool-call arguments (and an answer's `editedArgs`) are sent: the action digest is computed
+from them in the daemon, which holds them in memory only.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
 from typing import Any
 
 SENT = frozenset(
@@ -56,14 +59,16 @@ def skipped_by_head(data: bytes) -> bool:
     return m is not None and m.group(1).decode() not in SENT
 
 
-def reduce_event(event: dict[str, Any]) -> dict[str, Any] | None:
+def reduce_event(
+    event: dict[str, Any], frontend_tools: Sequence[str] = ()
+) -> dict[str, Any] | None:
     """The event as it is sent, or None when it is not sent."""
     kind = event.get("type")
     if not isinstance(kind, str) or kind not in SENT:
         return None
     out = {k: event[k] for k in (*_COMMON, *_FIELDS[kind]) if k in event}
     if kind == "RUN_STARTED" and isinstance(event.get("input"), dict):
-        run_input = reduce_input(event["input"])
+        run_input = reduce_input(event["input"], frontend_tools)
         if run_input is not None:
             out["input"] = run_input
     elif kind == "RUN_FINISHED" and isinstance(event.get("outcome"), dict):
@@ -77,12 +82,17 @@ def reduce_event(event: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def reduce_input(value: dict[str, Any]) -> dict[str, Any] | None:
-    """A `RunAgentInput` with its ids and answers only; None when it is not one."""
+def reduce_input(
+    value: dict[str, Any], frontend_tools: Sequence[str] = ()
+) -> dict[str, Any] | None:
+    """A `RunAgentInput` with its ids and answers only; None when it is not one. With
+    `frontend_tools` (the daemon's `waits.frontendTools`), also the answers to calls of those
+    tools: the history's calls by id and name, and their tool messages reduced to decisions."""
     thread, run = value.get("threadId"), value.get("runId")
     if not (isinstance(thread, str) and isinstance(run, str) and "messages" in value):
         return None
-    out: dict[str, Any] = {"threadId": thread, "runId": run, "messages": _answers(value)}
+    messages = _answers(value) + _frontend_answers(value, frontend_tools)
+    out: dict[str, Any] = {"threadId": thread, "runId": run, "messages": messages}
     if isinstance(value.get("parentRunId"), str):
         out["parentRunId"] = value["parentRunId"]
     if isinstance(value.get("timestamp"), int):
@@ -115,6 +125,54 @@ def _answers(value: dict[str, Any]) -> list[dict[str, Any]]:
             kept = {k: m[k] for k in ("id", "role", "toolCallId") if k in m}
             out.append({**kept, "content": json.dumps({"confirmed": parsed["confirmed"]})})
     return out
+
+
+def _frontend_answers(value: dict[str, Any], patterns: Sequence[str]) -> list[dict[str, Any]]:
+    """The calls of frontend tools in the history (id and name; of Agent Framework's
+    `confirm_changes` also the gated call it repeats, never the arguments), and the tool
+    messages answering them, their content reduced to what decides it."""
+    messages = value.get("messages")
+    if not patterns or not isinstance(messages, list):
+        return []
+    calls: list[dict[str, Any]] = []
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        for call in m.get("toolCalls") or ():
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
+                continue
+            name = fn.get("name")
+            if isinstance(name, str) and any(fnmatchcase(name, p) for p in patterns):
+                calls.append({"id": call.get("id"), "type": "function", "function": _call(fn)})
+    if not calls:
+        return []
+    ids = {c["id"] for c in calls}
+    out: list[dict[str, Any]] = [{"id": "frontend-calls", "role": "assistant", "toolCalls": calls}]
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "tool" and m.get("toolCallId") in ids:
+            content = m.get("content")
+            try:
+                parsed = json.loads(content) if isinstance(content, str) else content
+            except (ValueError, RecursionError):
+                parsed = content  # a bare string: a word, a label or free text
+            kept = {k: m[k] for k in ("id", "role", "toolCallId") if k in m}
+            out.append({**kept, "content": json.dumps(payload(parsed))})
+    return out
+
+
+def _call(fn: dict[str, Any]) -> dict[str, Any]:
+    """A frontend call's name; Agent Framework's `confirm_changes` keeps `function_call_id`."""
+    args: Any = fn.get("arguments")
+    kept = ""
+    if fn.get("name") == "confirm_changes" and isinstance(args, str):
+        try:
+            parsed = json.loads(args)
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("function_call_id"), str):
+            kept = json.dumps({"function_call_id": parsed["function_call_id"]})
+    return {"name": fn["name"], "arguments": kept}
 
 
 def _resume_entry(entry: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from sidewatch.tap.reduce import reduce_event, reduce_input
@@ -57,8 +58,11 @@ class Tap:
         retry_base_seconds: float = 0.5,
         retry_max_seconds: float = 30.0,
         use_proxy: bool = False,
+        frontend_tools: Sequence[str] = (),
     ) -> None:
         self.url = url
+        # the daemon's `waits.frontendTools`: the tool messages answering those calls are sent
+        self.frontend_tools = tuple(frontend_tools)
         self.token = token
         self.batch_lines = batch_lines
         self.batch_bytes = batch_bytes
@@ -99,12 +103,12 @@ class Tap:
         """Queue what sidewatch reads of one event (or RunAgentInput), with its run's ids."""
         try:
             if "type" in event:
-                reduced = reduce_event(event)
+                reduced = reduce_event(event, self.frontend_tools)
                 if reduced is not None and thread_id is not None and run_id is not None:
                     reduced.setdefault("threadId", thread_id)
                     reduced.setdefault("runId", run_id)
             else:
-                reduced = reduce_input(event)
+                reduced = reduce_input(event, self.frontend_tools)
             if reduced is None:
                 return
             line = json.dumps(reduced, separators=(",", ":"), default=str).encode()

@@ -416,3 +416,42 @@ def test_a_file_ingested_twice_is_counted_once_and_its_redelivery_apart(db: str)
         ingest["redeliveredUnits"],
         ingest["redeliveredLines"],
     )
+
+
+def test_check_config_names_a_frontend_tool_pattern_that_is_no_glob(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('waits:\n  frontendTools: ["confirm_*", "approve_["]\n')
+
+    code, out = run("check-config", str(bad))
+
+    assert (
+        1,
+        [
+            f"sidewatch: error: {bad}: 1 problem:",
+            "  - waits.frontendTools: 'approve_[' is not a glob pattern: a '[' in it is never"
+            " closed",
+        ],
+    ) == (code, out.splitlines())
+
+
+def test_ingest_reads_frontend_tool_waits_by_the_config(db: str, tmp_path: Path) -> None:
+    """`sidewatch ingest --config` with `waits.frontendTools` makes pydantic-ai's pending
+    frontend call a wait; without the config it is none."""
+    producers = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+    capture = producers / "pydantic-ai-frontend-tool.ndjson"
+    config = tmp_path / "sidewatch.yaml"
+    config.write_text('waits:\n  frontendTools: ["confirm_*"]\n')
+    plain = tmp_path / "plain.db"
+
+    ingested = [
+        run("ingest", "--config", str(config), "--db", db, str(capture))[0],
+        run("ingest", "--db", f"sqlite:///{plain}", str(capture))[0],
+    ]
+
+    got = json.loads(run("audit", "--db", db, "--format", "json")[1])["waits"]
+    none = json.loads(run("audit", "--db", f"sqlite:///{plain}", "--format", "json")[1])["waits"]
+    assert ([0, 0], [("call_confirm_1", "frontend_tool", "RESUMED")], []) == (
+        ingested,
+        [(w["interruptId"], w["reason"], w["state"]) for w in got],
+        none,
+    )

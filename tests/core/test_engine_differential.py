@@ -66,12 +66,12 @@ def answer(at: int, seq: int) -> st.SearchStrategy[AnswerFact]:
         AnswerFact,
         thread_id=st.just(THREAD),
         run_id=runs,
-        interrupt_id=st.sampled_from((*INTERRUPTS, "elsewhere")),
+        interrupt_id=st.sampled_from((*INTERRUPTS, *CALLS, "elsewhere")),
         code=codes,
         at=st.just(at),
         seq=st.just(seq),
         digest=maybe_digest,
-        via=st.sampled_from(("resume", "resume", "tool_message")),
+        via=st.sampled_from(("resume", "resume", "tool_message", "gated_call")),
     )
 
 
@@ -184,10 +184,19 @@ def episode(
     out: list[object] = [
         RunFact(run_id=run, thread_id=THREAD, mark=RunMark.INPUT, at=at, seq=seq),
     ]
-    dialect = draw(st.sampled_from(("none", "resume", "resume", "legacy", "lone", "tool_message")))
-    if dialect in ("resume", "tool_message", "lone"):
+    dialect = draw(
+        st.sampled_from(
+            ("none", "resume", "resume", "legacy", "lone", "tool_message", "frontend", "gated")
+        )
+    )
+    if dialect in ("resume", "tool_message", "lone", "frontend", "gated"):
         named = st.sampled_from(announced) if announced else interrupts
+        if dialect in ("frontend", "gated"):  # a tool message for a call, or its gated call
+            named = st.sampled_from(CALLS)
         for iid in draw(st.lists(st.one_of(named, named, interrupts), min_size=1, max_size=2)):
+            via = {"tool_message": "tool_message", "frontend": "tool_message"}.get(
+                dialect, "gated_call" if dialect == "gated" else "resume"
+            )
             out.append(
                 AnswerFact(
                     thread_id=THREAD,
@@ -197,7 +206,7 @@ def episode(
                     at=at,
                     seq=seq,
                     digest=draw(maybe_digest),
-                    via="tool_message" if dialect == "tool_message" else "resume",
+                    via=via,
                 )
             )
     elif dialect == "legacy":
@@ -244,6 +253,21 @@ def episode(
                 run_id=run, thread_id=THREAD, mark=RunMark.INTERRUPTED, at=at + step, seq=seq + 4
             )
         )
+    elif end is RunMark.FINISHED and call is not None and draw(st.booleans()):
+        # a success that left a frontend call to the application: a wait named by the call
+        out.append(
+            InterruptFact(
+                thread_id=THREAD,
+                run_id=run,
+                interrupt_id=call,
+                at=at + step,
+                seq=seq + 4,
+                reason="frontend_tool",
+                tool_call_id=call,
+                handle=draw(st.sampled_from((None, True))),
+            )
+        )
+        out.append(RunFact(run_id=run, thread_id=THREAD, mark=end, at=at + step, seq=seq + 4))
     else:
         out.append(RunFact(run_id=run, thread_id=THREAD, mark=end, at=at + step, seq=seq + 4))
     return out

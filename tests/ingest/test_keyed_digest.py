@@ -144,7 +144,10 @@ def test_keyed_digests_give_every_verdict_the_plain_ones_give(
     for mode in ("plain", "keyed"):
         engine = open_store(f"sqlite:///{tmp_path / mode}.db")
         store = Store(engine)
-        ingest_unit(store, fixture.name, body, received, protector(mode))
+        # frontend tools on: the frontend-tool captures hold their waits only then
+        ingest_unit(
+            store, fixture.name, body, received, protector(mode), frontend_tools=("confirm_*",)
+        )
         found[mode] = {
             a.verdict.request_id: (a.verdict.state, a.verdict.phase, a.verdict.facts.digest_changed)
             for a in audit(store, (DEFAULT_POLICY,), received + 60_000)

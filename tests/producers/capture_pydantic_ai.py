@@ -244,6 +244,21 @@ async def main(outdir: str):
         user_text="Purge the eu cache.",
         tools=[FRONTEND_TOOL],
     )
+    await one(
+        "frontend-tool-decline",
+        FRONTEND,
+        ("call_confirm_1", {"approved": False}),
+        user_text="Purge the eu cache.",
+        tools=[FRONTEND_TOOL],
+    )
+    # a new message instead of the answer: the pending call is dropped
+    await one(
+        "frontend-tool-new-message",
+        FRONTEND,
+        "Actually, what time is it?",
+        user_text="Purge the eu cache.",
+        tools=[FRONTEND_TOOL],
+    )
 
 
 if __name__ == "__main__":

@@ -91,6 +91,14 @@ TWO_CALLS = [
     },
 ]
 PURGE = [{"id": "call_purge_1", "name": "purge_cache", "args": {"region": "eu"}}]
+# A frontend tool the client declares in `tools` (CopilotKit's human-in-the-loop): Strands runs
+# it as a proxy tool and ends the run in success, naming no `pendingToolCallIds`.
+FRONTEND = [{"id": "call_confirm_1", "name": "confirm_purge", "args": {"region": "eu"}}]
+FRONTEND_TOOL = {
+    "name": "confirm_purge",
+    "description": "Ask the user to confirm a purge.",
+    "parameters": {"type": "object", "properties": {"region": {"type": "string"}}},
+}
 
 
 def make_agent(calls: list[dict]) -> StrandsAgent:
@@ -109,26 +117,43 @@ def make_agent(calls: list[dict]) -> StrandsAgent:
 class Recorder:
     """Drives StrandsAgent.run for one thread; one Recorder may share a file with another."""
 
-    def __init__(self, agent: StrandsAgent, thread_id: str, lines: list[str] | None = None):
+    def __init__(
+        self,
+        agent: StrandsAgent,
+        thread_id: str,
+        lines: list[str] | None = None,
+        tools: list[dict] | None = None,
+    ):
         self.agent = agent
         self.thread_id = thread_id
+        self.tools = tools or []
         self.lines = [] if lines is None else lines
         self.run_no = 0
         self.messages: list[dict] = []
         self.interrupt_ids: list[str] = []
 
-    async def run(self, *, user_text: str | None = None, resume=None):
+    async def run(self, *, user_text: str | None = None, resume=None, tool_answer=None):
         self.run_no += 1
         if user_text is not None:
             self.messages.append(
                 {"id": f"user-{self.run_no}", "role": "user", "content": user_text}
+            )
+        if tool_answer is not None:  # the client's answer to a frontend call
+            call_id, content = tool_answer
+            self.messages.append(
+                {
+                    "id": f"tool-{self.run_no}",
+                    "role": "tool",
+                    "toolCallId": call_id,
+                    "content": json.dumps(content),
+                }
             )
         body = {
             "threadId": self.thread_id,
             "runId": f"run-{self.run_no}",
             "state": {},
             "messages": self.messages,
-            "tools": [],
+            "tools": self.tools,
             "context": [],
             "forwardedProps": {},
         }
@@ -159,13 +184,22 @@ async def main(outdir: str):
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
 
-    async def one(name: str, calls: list[dict], *answers, user_text="Please delete the demo file."):
-        """One thread: the asking run, then one run per answer (a resume list, or a text)."""
-        r = Recorder(make_agent(calls), f"thread-strands-{name}")
+    async def one(
+        name: str,
+        calls: list[dict],
+        *answers,
+        user_text="Please delete the demo file.",
+        tools: list[dict] | None = None,
+    ):
+        """One thread: the asking run, then one run per answer (a resume list, a text, or a
+        tool message)."""
+        r = Recorder(make_agent(calls), f"thread-strands-{name}", tools=tools)
         await r.run(user_text=user_text)
         for answer in answers:
             if isinstance(answer, str):
                 await r.run(user_text=answer)
+            elif isinstance(answer, tuple):
+                await r.run(tool_answer=answer)
             else:
                 await r.run(resume=answer(r.interrupt_ids))
         r.write(out / f"strands-{name}.ndjson")
@@ -208,6 +242,15 @@ async def main(outdir: str):
         lambda ids: [resolved(ids[0], "purge_refused")],
         user_text="Purge the eu cache.",
     )
+
+    # a frontend tool (declared by the client): the run ends in success without
+    # pendingToolCallIds; the answer is a tool message in the next input
+    for name, answer in (
+        ("frontend-tool-approve", ("call_confirm_1", {"approved": True})),
+        ("frontend-tool-decline", ("call_confirm_1", {"approved": False})),
+        ("frontend-tool-new-message", "Actually, leave the cache alone."),
+    ):
+        await one(name, FRONTEND, answer, user_text="Purge the eu cache.", tools=[FRONTEND_TOOL])
 
     # the same deterministic ids in two threads of one stream (a tee): one approves, one declines
     lines: list[str] = []

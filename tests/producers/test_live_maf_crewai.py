@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ingest.test_frontend_tools import MAF_FRONTEND, frontend_waits
 from tests.ingest.test_producers import verdicts_of
 from tests.ingest.test_producers_maf_crewai import CREWAI, MAF
 from tests.producers.harness import capture, first_run
@@ -52,3 +53,21 @@ def test_an_interrupt_nobody_answers_keeps_waiting(emitted: Path, db_url: str, n
     got = verdicts_of(db_url, first_run((emitted / f"{name}.ndjson").read_bytes()))
 
     assert got and all(v == ("WAITING", None, False) for v in got)
+
+
+@pytest.mark.parametrize(("name", "expected"), MAF_FRONTEND.items(), ids=list(MAF_FRONTEND))
+def test_confirm_changes_named_as_a_frontend_tool_is_the_approval_it_repeats(
+    emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    """With `waits.frontendTools: ["confirm_*"]`, Agent Framework's synthetic confirm_changes
+    call opens no second wait, and a tool message for it answers the approval."""
+    got = frontend_waits(db_url, (emitted / f"{name}.ndjson").read_bytes())
+
+    assert expected == [
+        (
+            w.verdict.state.value,
+            w.verdict.facts.decision and w.verdict.facts.decision.value,
+            w.verdict.uncertain,
+        )
+        for w in got
+    ]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ingest.test_frontend_tools import FRONTEND, frontend_waits
 from tests.ingest.test_producers_strands_pydantic_ai import (
     PYDANTIC_AI,
     STRANDS,
@@ -58,3 +59,33 @@ def test_a_frontend_tool_is_no_wait_unless_configured(emitted: Path, db_url: str
     assert b'"pendingToolCallIds":["call_confirm_1"]' in body
 
     assert [] == ingested_as_captured(db_url, body)
+
+
+@pytest.mark.parametrize(("name", "expected"), FRONTEND.items(), ids=list(FRONTEND))
+def test_a_frontend_tool_named_in_the_config_is_a_wait(
+    emitted: Path, db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
+) -> None:
+    """With `waits.frontendTools: ["confirm_*"]`: Strands ends the run in success naming no
+    pending calls (derived from the stream), pydantic-ai names them in `pendingToolCallIds`;
+    either way the call is a wait, answered by the next input's tool message."""
+    got = frontend_waits(db_url, (emitted / f"{name}.ndjson").read_bytes())
+
+    assert expected == [
+        (
+            w.verdict.state.value,
+            w.verdict.facts.decision and w.verdict.facts.decision.value,
+            w.verdict.uncertain,
+        )
+        for w in got
+    ]
+
+
+@pytest.mark.parametrize("name", ["strands-frontend-tool-approve", "pydantic-ai-frontend-tool"])
+def test_a_frontend_call_nobody_answers_keeps_waiting(
+    emitted: Path, db_url: str, name: str
+) -> None:
+    got = frontend_waits(db_url, first_run((emitted / f"{name}.ndjson").read_bytes()))
+
+    assert [("WAITING", "frontend_tool")] == [
+        (w.verdict.state.value, w.evidence.reason) for w in got
+    ]
