@@ -177,6 +177,24 @@ def test_every_counter_a_restart_continues_is_the_same_after_pruning(
     assert ingested == restarted.state.ingest_totals()
 
 
+def test_every_counter_a_restart_continues_is_the_same_after_pruning_inside_threads(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    auditor = Auditor(store, POLICIES)
+    kept_history(store, auditor)
+    auditor.tick(NOW)
+    before = counters(Auditor(open_stores(), POLICIES).snapshot)
+
+    buckets = {"decision": DECISION_BUCKETS, "resume": RESUME_BUCKETS}
+    pruned = Retention(store.engine, WEEK, buckets, policy_for=auditor.policy_for).prune(NOW, 60)
+    restarted = Auditor(open_stores(), POLICIES)
+
+    assert (0, 3) == (pruned.threads, pruned.waits)
+    assert 3 == before["closed_total"][("RESUMED", "default")]
+    assert before == counters(restarted.snapshot)
+
+
 def test_old_units_and_their_rejects_go_and_their_lines_stay_counted(
     open_stores: Callable[[], Store],
 ) -> None:
