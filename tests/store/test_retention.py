@@ -479,3 +479,24 @@ def test_closed_waits_beside_an_open_one_go_and_the_open_verdicts_stay_identical
     )
     twin.engine.dispose()
     store.engine.dispose()
+
+
+def test_a_pass_with_nothing_recorded_since_the_last_reads_no_transition(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    auditor = Auditor(store, POLICIES)
+    ingest(store, held(range(20), T0), T0 + 3 * MIN)
+    auditor.tick(T0 + 4 * MIN)
+    retention = Retention(store.engine, WEEK)
+    retention.prune(NOW, budget_s=60)
+
+    retention.prune(NOW, budget_s=60)
+    idle = retention.examined
+    ingest(store, answer("t-held-0", "r4", "j", NOW, "ok"), NOW)  # its open wait closes
+    auditor.tick(NOW + MIN)
+    Retention(store.engine, WEEK).prune(NOW + 8 * DAY, budget_s=60)  # a restart: saved position
+
+    assert 0 == idle
+    assert "t-held-0" not in table_rows(store.engine, "wait_state")
+    assert 19 == len(set(table_rows(store.engine, "wait_state")))
