@@ -371,10 +371,10 @@ class Retention:
                     driver_sql(
                         c,
                         "SELECT thread_id, request_id, policy, closed, since, requested_at, "
-                        "decided_at, receipt_at FROM wait_state "
-                        f"WHERE thread_id = ? AND request_id IN ({marks})",
+                        "decided_at, receipt_at FROM wait_state WHERE thread_id = ? "
+                        f"AND request_id IN ({marks}) AND closed = ? AND since < ?",
                     ),
-                    (thread, *sorted(p.waits)),
+                    (thread, *sorted(p.waits), True, cutoff),
                 )
             )
             counts: Counter[tuple[str, str]] = Counter()
@@ -383,8 +383,10 @@ class Retention:
                 rm = ", ".join("?" for _ in part)
                 self._findings(c, f"thread_id = ? AND run_id IN ({rm})", (thread, *part), counts)
             history.delete(c, p)
+            # Each still recorded closed before the cutoff, and no verdict that stays changes;
+            # else the thread keeps it all.
             if len(waits) != len(p.waits) or not history.unchanged(c, p, self.policy_for, now):
-                tx.rollback()  # a verdict that stays would change: the thread keeps it all
+                tx.rollback()
                 return self._dequeue(thread)
             c.exec_driver_sql(driver_sql(c, _DEQUEUE), (thread,))
             _add(c, counts)
