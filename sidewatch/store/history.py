@@ -76,7 +76,8 @@ def plan(
                 last[run] = max(last.get(run, f.at), f.at)
     gone = going
     while True:  # a wait goes only with every run that announced it; one that stays holds
-        kept = staying + [w for w in going if w not in gone]  # the runs since its request
+        left = {id(w) for w in gone}
+        kept = staying + [w for w in going if id(w) not in left]  # the runs since its request
         horizon = min(cutoff, *(w.evidence.requested_at for w in kept))
         announcing = {r for w in kept for r in w.runs}
         runs = {r for r, at in last.items() if at < horizon and r not in announcing}
