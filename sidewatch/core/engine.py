@@ -74,6 +74,7 @@ class Evaluated:
     evidence: WaitEvidence
     verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
     error: Exception | None = None
+    runs: frozenset[str] = frozenset()  # the runs that announced it (first and again)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,9 @@ class _Wait:
     ignoring: set[str] = field(default_factory=set)  # runs whose input came while it was open
     verdict: Verdict | None = None
     error: Exception | None = None  # its replay raised: fed no more, counted as closed
+    # Its facts were pruned (store.retention): it closed, and only its id and requestId are
+    # left. Never fed, never open, no verdict: later waits' identity and matching see it.
+    pruned: bool = False
 
     @property
     def key(self) -> Key:
@@ -234,7 +238,12 @@ class _Pass:
     def _announce(self, f: InterruptFact, key: Key) -> None:
         same = self.by_id.get(f.interrupt_id)
         last = same[-1] if same else None
-        if last is not None and (f.run_id in last.runs or last.replay.closed is None):
+        if f.pruned and last is not None and last.pruned:  # one closed wait, or several
+            last.runs.add(f.run_id)
+            return
+        if last is not None and (
+            f.run_id in last.runs or (not last.pruned and last.replay.closed is None)
+        ):
             if f.run_id not in last.runs:  # announced again: the same wait
                 last.runs.add(f.run_id)
                 self.by_run.setdefault(f.run_id, []).append(last)
@@ -263,6 +272,9 @@ class _Pass:
         header = WaitEvidence(**asked)
         policy = self.policy_for(header.action, header.reason)
         w = _Wait(f, header, asked, Replay(header, policy), {f.run_id})
+        if f.pruned:
+            self._pruned(w)
+            return
         self.waits.append(w)
         self.by_id.setdefault(f.interrupt_id, []).append(w)
         self.by_run.setdefault(f.run_id, []).append(w)
@@ -294,6 +306,18 @@ class _Pass:
                 w.verdict = fresh.verdict(self.when)
             except Exception as e:
                 self._fail(w, e)
+
+    def _pruned(self, w: _Wait) -> None:
+        """A pruned wait: its id and requestId are taken, as the wait took them; what would
+        have been buffered for it is dropped, as the closed wait would have dropped it."""
+        w.pruned = True
+        iid = w.first.interrupt_id
+        self.by_id.setdefault(iid, []).append(w)
+        if len(self.by_id[iid]) == 1:
+            self.for_interrupt.pop(iid, None)
+        if w.header.request_id not in self.by_request:
+            self.by_request[w.header.request_id] = w
+            self.for_request.pop(w.header.request_id, None)
 
     def _open_before(self, key: Key) -> list[_Wait]:
         return [w for w in self.open.values() if w.key < key]
@@ -446,6 +470,8 @@ class _Pass:
         self.open.pop(id(w), None)
 
     def _feed(self, w: _Wait, item: Item) -> None:
+        if w.pruned:
+            return
         w.items.append(item)
         if w.error is not None:
             return
@@ -503,7 +529,7 @@ class _Pass:
             v = w.verdict
             if v is not None and found:
                 v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
-            out.append(Evaluated(ev, v, w.error))
+            out.append(Evaluated(ev, v, w.error, frozenset(w.runs)))
         return ThreadVerdicts(tuple(out), tuple(self.findings))
 
 

@@ -51,6 +51,9 @@ class InterruptFact:
     request_id: str | None = None  # metadata.requestId
     action: str | None = None  # the gated tool call's name, when the unit held the call
     tool_result_receipt: bool = False  # only the gated call's result consumes it (ADK)
+    # Its wait closed and its other facts were pruned (store.retention): the id was used and
+    # closed, which decides later waits' identity and matching; it is no wait of its own.
+    pruned: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -79,6 +79,8 @@ class Auditor:
                 store.engine,
                 retention_ms,
                 {"decision": DECISION_BUCKETS, "resume": RESUME_BUCKETS},
+                # The auditor's: a reload's new policies are the ones proved against.
+                policy_for=self.policy_for,
             )
         )
         self.on_closed = on_closed  # e.g. the OpenTelemetry span of a wait that closed

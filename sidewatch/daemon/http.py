@@ -46,6 +46,7 @@ from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.reader import NDJSON_TYPES, gunzip
+from sidewatch.report.verdicts import iso
 from sidewatch.store.db import revision
 from sidewatch.store.repo import Store
 
@@ -350,6 +351,16 @@ async def get_wait(request: Request) -> Response:
             if "/" in request_id
             else ": a requestId is threadId/interruptId, as GET /v1/waits lists them"
         )
+        try:
+            before = await run_in_threadpool(app.store.pruned_before)
+        except StoreError:
+            before = None
+        if before is not None:  # it may have been, and was pruned (store.retention)
+            days = app.config.store_retention_ms / 86_400_000
+            hint += (
+                f"; it may have been pruned: store.retention is {days:g}d, and waits closed "
+                f"before {iso(before)} are pruned with their facts"
+            )
         return _error(404, f"no wait with requestId {request_id!r}{hint}")
     return _json(body)
 

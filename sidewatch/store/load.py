@@ -83,7 +83,9 @@ class _Reader(Generic[T]):
         self.read: Callable[[Sequence[Any]], T] = scope["read"]  # a row of `columns`
 
 
-_INTERRUPT = _Reader("interrupt", InterruptFact, handle=_bool, tool_result_receipt=bool)
+_INTERRUPT = _Reader(
+    "interrupt", InterruptFact, handle=_bool, tool_result_receipt=bool, pruned=bool
+)
 _RUN = _Reader("run_fact", RunFact, mark=_MARKS.__getitem__)
 _CALL = _Reader("tool_call", ToolCallFact)
 _ANSWER = _Reader("answer", AnswerFact, code=_CODES.__getitem__)

@@ -26,6 +26,7 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    false,
 )
 
 REQUEST_ID_COLUMN = 640  # a wait's requestId: a producer's (500 at most) or a default one
@@ -113,6 +114,9 @@ InterruptRow = Table(
     _text("request_id", 512, null=True, index=True),
     _text("action", 256, null=True),
     _bool("tool_result_receipt", default=False),
+    # The wait it announced closed and was pruned (store.retention) while its thread kept an
+    # open wait: the row stays so that the engine knows the id was used, and closed.
+    _bool("pruned", default=False, server_default=false()),
     UniqueConstraint("thread_id", "run_id", "interrupt_id"),
 )
 
@@ -272,6 +276,14 @@ PrunedTotal = Table(
     _text("counter", 32, primary_key=True),
     _text("key", 512, primary_key=True),
     _ms("value"),
+)
+
+# Threads a pruning pass skipped for a dirty mark: the next passes try them again (the scan
+# of closing transitions has gone past them).
+PruneRetry = Table(
+    "prune_retry",
+    metadata,
+    _text("thread_id", 256, primary_key=True),
 )
 
 # Store-wide settings, e.g. the generated key that hashes personal approver refs.

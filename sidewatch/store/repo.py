@@ -46,7 +46,7 @@ from sidewatch.store.models import (
     Unit,
     table_of,
 )
-from sidewatch.store.retention import RetentionState, retention_state
+from sidewatch.store.retention import RetentionState, pruned_before, retention_state
 from sidewatch.store.services import write_beats, write_bindings
 from sidewatch.store.sql import MARK_DIRTY, driver_sql, insert_sql
 
@@ -164,8 +164,26 @@ class UnitWriter:
         if refs:
             # A wait not recorded yet is on a dirty thread already: its default forms need no look.
             threads |= threads_of_refs(self.conn, refs, unrecorded=False)
-        if threads:
-            self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY), [(t,) for t in threads])
+        if not threads:
+            return
+        self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY), [(t,) for t in threads])
+        # A thread that announced no wait has nothing to classify: its evidence waits for its
+        # interrupt, whose own unit marks it. Unmarked after the mark, not instead of it: on
+        # PostgreSQL the mark waits for a concurrent unit's mark of the same thread, so the
+        # look that follows sees that unit's interrupt (evidence never missed by a race).
+        announced = {f.thread_id for f in facts if isinstance(f, InterruptFact)}
+        rest = sorted(threads - announced)
+        for k in range(0, len(rest), 500):
+            part = rest[k : k + 500]
+            marks = ", ".join("?" for _ in part)
+            self.conn.exec_driver_sql(
+                driver_sql(
+                    self.conn,
+                    f"DELETE FROM dirty_thread WHERE thread_id IN ({marks}) AND NOT EXISTS ("  # noqa: S608
+                    "SELECT 1 FROM interrupt i WHERE i.thread_id = dirty_thread.thread_id)",
+                ),
+                tuple(part),
+            )
 
 
 def _finding_row(f: Any) -> tuple[Any, ...]:
@@ -327,6 +345,10 @@ class Store:
     def retention(self) -> RetentionState:
         """What was pruned to store.retention, and the evidence for unknown waits kept."""
         return retention_state(self.engine)
+
+    def pruned_before(self) -> int | None:
+        """The latest cutoff pruned to (ms), None when nothing was pruned yet."""
+        return pruned_before(self.engine)
 
     def threads_of(self, request_id: str) -> set[str]:
         """The threads whose waits may have this requestId (see load.threads_of_refs)."""

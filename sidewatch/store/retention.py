@@ -2,8 +2,11 @@
 keeping the counts of what was pruned (`pruned_total`) so that counters never go back.
 
 A thread is pruned whole, once every wait of it is closed, the last of them closed before the
-cutoff, and no evidence of it waits for the auditor: an open wait, and so its verdict, never
-loses a fact. Units and their rejects, and evidence naming no wait, go by their own age."""
+cutoff, and no evidence of it waits for the auditor. A thread that keeps a wait loses only its
+closed waits older than the cutoff that can go without changing the evidence or verdict of a
+wait that stays (store.history). Threads are found from their closing transitions, read once
+in id order (a saved position), so a pass reads what is new, not the store's history. Units
+and their rejects, and evidence naming no wait, go by their own age."""
 
 # ruff: noqa: S608 - every statement here is built of our own table and column names; every
 # value is a bound parameter.
@@ -20,8 +23,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from sidewatch.core.engine import PolicyFor
+from sidewatch.core.model import CLOSED_STATES
+from sidewatch.store import history
 from sidewatch.store.auditstate import driver_sql
 from sidewatch.store.db import classified
+from sidewatch.store.load import load_threads
 
 BATCH = 100  # threads, units or evidence rows per transaction
 SEP = "\x1f"  # between the labels of a key (PostgreSQL text holds no NUL)
@@ -34,6 +41,14 @@ LINES, REJECTS, TRANSITIONS, FINDINGS, UNKNOWN = (
     "unknown_evidence",
 )
 PRUNED_BEFORE = "pruned_before"  # the latest cutoff pruned to (ms), one row
+CURSOR = "retention.after"  # meta: the last transition the scan of closing ones looked at
+_CLOSED = frozenset(s.value for s in CLOSED_STATES)
+_SET_CURSOR = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+_QUEUE = "INSERT INTO prune_retry (thread_id) VALUES (?) ON CONFLICT (thread_id) DO NOTHING"
+_DEQUEUE = "DELETE FROM prune_retry WHERE thread_id = ?"
 _ADD = (
     "INSERT INTO pruned_total (counter, key, value) VALUES (?, ?, ?) "
     "ON CONFLICT (counter, key) DO UPDATE SET value = pruned_total.value + excluded.value"
@@ -98,8 +113,13 @@ class Retention:
         retention_ms: int,
         buckets: Mapping[str, tuple[float, ...]] | None = None,
         batch: int = BATCH,
+        policy_for: PolicyFor | None = None,
     ) -> None:
         self.engine = engine
+        # The policies the auditor classifies with: closed waits of a thread that keeps a
+        # wait go only when the verdicts that stay are proved the same (None: they stay).
+        self.policy_for = policy_for
+        self.examined = 0  # transitions and queued threads the last pass read
         self.retention_ms = retention_ms
         self.buckets = dict(buckets or {})
         self.batch = batch
@@ -115,20 +135,10 @@ class Retention:
         `budget_s` is spent (the next pass goes on). Raises StoreError on an outage."""
         cutoff = now_ms - self.retention_ms
         deadline = clock() + budget_s
-        threads = waits = units = unknown = 0
-        done = True
+        units = unknown = 0
+        self.examined = 0
         with classified("store unavailable, nothing was pruned", "the store refused a prune"):
-            after = -(2**62)
-            while True:
-                if clock() > deadline:
-                    done = False
-                    break
-                found, after = self._candidates(cutoff, after)
-                if not found:
-                    break
-                with self._paced():
-                    t, w = self._threads(found, cutoff)
-                threads, waits = threads + t, waits + w
+            threads, waits, done = self._prune_threads(cutoff, now_ms, deadline, clock)
             while done:
                 if clock() > deadline:
                     done = False
@@ -149,10 +159,36 @@ class Retention:
                     self._after[table] = last
                     if not more:
                         break
-            if threads or units or unknown:
+            if threads or waits or units or unknown:
                 self._pruned_before(cutoff)
             pages = self._vacuum(deadline, clock)
         return Pruned(threads, waits, units, unknown, pages, done)
+
+    def _prune_threads(
+        self, cutoff: int, now: int, deadline: float, clock: Callable[[], float]
+    ) -> tuple[int, int, bool]:
+        """The closing transitions recorded since the last pass, then the queued threads:
+        (threads pruned whole, waits pruned, whether it finished in time)."""
+        threads = waits = 0
+        after = self._cursor()
+        while True:
+            if clock() > deadline:
+                return threads, waits, False
+            found, last = self._closing(cutoff, after)
+            if last == after:
+                break
+            with self._paced():
+                t, w = self._threads(found, cutoff, last)
+            threads, waits, after = threads + t, waits + w, last
+        tried = ""
+        while queued := self._queued(tried):
+            for thread in queued:
+                if clock() > deadline:
+                    return threads, waits, False
+                with self._paced():
+                    t, w = self._retry(thread, cutoff, now)
+                threads, waits, tried = threads + t, waits + w, thread
+        return threads, waits, True
 
     def _pruned_before(self, cutoff: int) -> None:
         """Remember the cutoff pruned to (reports say a window before it was pruned)."""
@@ -175,26 +211,60 @@ class Retention:
 
     # -- closed threads ------------------------------------------------------------------
 
-    def _candidates(self, cutoff: int, after: int) -> tuple[list[str], int]:
-        """Up to a batch of threads whose every wait is closed, the last before the cutoff,
-        found from the closed waits in the order they closed (after `after`, a `since`)."""
+    def _cursor(self) -> int:
+        """The last transition the scan of closing transitions looked at (0: none yet)."""
+        with self.engine.connect() as c:
+            value = c.exec_driver_sql(
+                driver_sql(c, "SELECT value FROM meta WHERE key = ?"), (CURSOR,)
+            ).scalar()
+        return int(value or 0)
+
+    def _closing(self, cutoff: int, after: int) -> tuple[list[str], int]:
+        """The threads of the closing transitions recorded before the cutoff, among up to a
+        batch of transitions after `after` (by id: each is read once, by one pass), and the
+        last id looked at. Ids follow recording: the scan stops at the first recorded at or
+        after the cutoff, and goes on from there once it is older."""
+        closed = ", ".join(f"'{s}'" for s in sorted(_CLOSED))
         sql = (
-            "SELECT w.thread_id, w.since FROM wait_state w "
-            "WHERE w.closed = ? AND w.since < ? AND w.since > ? AND NOT EXISTS ("
-            "SELECT 1 FROM wait_state o WHERE o.thread_id = w.thread_id "
-            "AND (o.closed = ? OR o.since >= ?)) "
-            f"ORDER BY w.since LIMIT {int(self.batch)}"
+            "SELECT id, thread_id, recorded_at FROM transition "
+            f"WHERE id > ? AND to_state IN ({closed}) ORDER BY id LIMIT {int(self.batch)}"
         )
         with self.engine.connect() as c:
-            rows = list(c.exec_driver_sql(driver_sql(c, sql), (True, cutoff, after, False, cutoff)))
-        found = list(dict.fromkeys(str(r[0]) for r in rows))
-        return found, (int(rows[-1][1]) if rows else after)
+            rows = list(c.exec_driver_sql(driver_sql(c, sql), (after,)))
+        self.examined += len(rows)
+        found: dict[str, None] = {}
+        for row_id, thread, recorded in rows:
+            if recorded >= cutoff:
+                break
+            found[str(thread)] = None
+            after = int(row_id)
+        return list(found), after
 
-    def _threads(self, candidates: list[str], cutoff: int) -> tuple[int, int]:
-        """Prune the candidates still prunable, in one transaction: checked again under the
-        lock that ingest's dirty marks take (evidence that came meanwhile keeps its thread)."""
+    def _queued(self, after: str) -> list[str]:
+        """Up to a batch of the threads queued for another look (skipped for a dirty mark,
+        or holding a wait that stays), after `after`, without a dirty mark now."""
+        sql = (
+            "SELECT q.thread_id FROM prune_retry q WHERE q.thread_id > ? AND NOT EXISTS ("
+            "SELECT 1 FROM dirty_thread d WHERE d.thread_id = q.thread_id) "
+            f"ORDER BY q.thread_id LIMIT {int(self.batch)}"
+        )
+        with self.engine.connect() as c:
+            rows = [str(r[0]) for r in c.exec_driver_sql(driver_sql(c, sql), (after,))]
+        self.examined += len(rows)
+        return rows
+
+    def _threads(self, candidates: list[str], cutoff: int, cursor: int | None) -> tuple[int, int]:
+        """Prune the candidates still prunable whole, in one transaction: checked again under
+        the lock that ingest's dirty marks take (evidence that came meanwhile keeps its
+        thread). A thread with a dirty mark, or with a wait that stays beside closed ones
+        older than the cutoff, is queued for another look (`_retry`); `cursor`: the scan's
+        position, saved with it."""
         with self.engine.begin() as c:
             self._lock(c)
+            if cursor is not None:
+                c.exec_driver_sql(driver_sql(c, _SET_CURSOR), (CURSOR, str(cursor)))
+            if not candidates:
+                return 0, 0
             marks = ", ".join("?" for _ in candidates)
             ids = tuple(candidates)
             rows = list(
@@ -216,35 +286,21 @@ class Retention:
                     ids,
                 )
             }
-            held = dirty | {str(r[0]) for r in rows if not r[3] or r[4] >= cutoff}
+            staying = {str(r[0]) for r in rows if not r[3] or r[4] >= cutoff}
+            old = {str(r[0]) for r in rows if r[3] and r[4] < cutoff}
+            queue = dirty | (staying & old if self.policy_for is not None else set())
+            if queue:
+                c.exec_driver_sql(
+                    driver_sql(c, _QUEUE), [(t,) for t in sorted(queue & set(candidates))]
+                )
+            held = dirty | staying
             gone = [t for t in candidates if t not in held]
             waits = [r for r in rows if str(r[0]) not in held]
             if not gone:
                 return 0, 0
             counts: Counter[tuple[str, str]] = Counter()
-            self._histograms(waits, counts)
+            self._drop_waits(c, gone, waits, counts)
             tm = ", ".join("?" for _ in gone)
-            requests = sorted({str(r[1]) for r in waits})
-            for part in _chunks(requests):
-                rm = ", ".join("?" for _ in part)
-                where = f"request_id IN ({rm}) AND thread_id IN ({tm})"
-                for frm, to, policy, n in c.exec_driver_sql(
-                    driver_sql(
-                        c,
-                        "SELECT from_state, to_state, policy, count(*) FROM transition "
-                        f"WHERE {where} GROUP BY from_state, to_state, policy",
-                    ),
-                    (*part, *gone),
-                ):
-                    counts[(TRANSITIONS, sep(frm, to, policy))] += int(n)
-                c.exec_driver_sql(
-                    driver_sql(c, f"DELETE FROM transition WHERE {where}"),
-                    (*part, *gone),
-                )
-                c.exec_driver_sql(
-                    driver_sql(c, f"DELETE FROM signal WHERE request_id IN ({rm})"),
-                    tuple(part),
-                )
             self._findings(c, f"thread_id IN ({tm})", tuple(gone), counts)
             for table in (*_THREAD_TABLES, "signal"):
                 c.exec_driver_sql(
@@ -253,6 +309,93 @@ class Retention:
                 )
             _add(c, counts)
         return len(gone), len(waits)
+
+    def _drop_waits(
+        self,
+        c: Connection,
+        threads: Sequence[str],
+        waits: Sequence[Any],
+        counts: Counter[tuple[str, str]],
+    ) -> None:
+        """Delete these wait records (rows of wait_state) with their transitions and the
+        signals naming them by requestId, counted in `counts`."""
+        self._histograms(waits, counts)
+        tm = ", ".join("?" for _ in threads)
+        requests = sorted({str(r[1]) for r in waits})
+        for part in _chunks(requests):
+            rm = ", ".join("?" for _ in part)
+            where = f"request_id IN ({rm}) AND thread_id IN ({tm})"
+            for frm, to, policy, n in c.exec_driver_sql(
+                driver_sql(
+                    c,
+                    "SELECT from_state, to_state, policy, count(*) FROM transition "
+                    f"WHERE {where} GROUP BY from_state, to_state, policy",
+                ),
+                (*part, *threads),
+            ):
+                counts[(TRANSITIONS, sep(frm, to, policy))] += int(n)
+            for table in ("transition", "wait_state"):
+                c.exec_driver_sql(
+                    driver_sql(c, f"DELETE FROM {table} WHERE {where}"), (*part, *threads)
+                )
+            c.exec_driver_sql(
+                driver_sql(c, f"DELETE FROM signal WHERE request_id IN ({rm})"), tuple(part)
+            )
+
+    def _retry(self, thread: str, cutoff: int, now: int) -> tuple[int, int]:
+        """Another look at a queued thread: pruned whole if it can be now; else its closed
+        waits older than the cutoff that can go without changing the verdict of any wait that
+        stays (store.history), checked on the store's own rows before the commit. It leaves
+        the queue unless a dirty mark keeps it there."""
+        with self.engine.connect() as c:
+            rows = history.thread_rows(c, thread)
+            facts = load_threads(c, [thread]) if self.policy_for is not None else []
+        old = {str(r[0]) for r in rows if r[1] and r[2] < cutoff}
+        if rows and len(old) == len(rows):
+            self._dequeue(thread)  # and queued again if it is held after all
+            return self._threads([thread], cutoff, None)
+        p = None
+        if facts and old and self.policy_for is not None:
+            p = history.plan(facts[0], old, cutoff, self.policy_for, now)
+        if p is None or self.policy_for is None:
+            return self._dequeue(thread)
+        with self.engine.connect() as c, c.begin() as tx:
+            self._lock(c)
+            if c.exec_driver_sql(
+                driver_sql(c, "SELECT 1 FROM dirty_thread WHERE thread_id = ?"), (thread,)
+            ).first():
+                return 0, 0  # evidence came meanwhile: looked at again once classified
+            marks = ", ".join("?" for _ in p.waits)
+            waits = list(
+                c.exec_driver_sql(
+                    driver_sql(
+                        c,
+                        "SELECT thread_id, request_id, policy, closed, since, requested_at, "
+                        "decided_at, receipt_at FROM wait_state WHERE thread_id = ? "
+                        f"AND request_id IN ({marks}) AND closed = ? AND since < ?",
+                    ),
+                    (thread, *sorted(p.waits), True, cutoff),
+                )
+            )
+            counts: Counter[tuple[str, str]] = Counter()
+            self._drop_waits(c, [thread], waits, counts)
+            for part in _chunks(sorted(p.runs)):
+                rm = ", ".join("?" for _ in part)
+                self._findings(c, f"thread_id = ? AND run_id IN ({rm})", (thread, *part), counts)
+            history.delete(c, p)
+            # Each still recorded closed before the cutoff, and no verdict that stays changes;
+            # else the thread keeps it all.
+            if len(waits) != len(p.waits) or not history.unchanged(c, p, self.policy_for, now):
+                tx.rollback()
+                return self._dequeue(thread)
+            c.exec_driver_sql(driver_sql(c, _DEQUEUE), (thread,))
+            _add(c, counts)
+        return 0, len(waits)
+
+    def _dequeue(self, thread: str) -> tuple[int, int]:
+        with self.engine.begin() as c:
+            c.exec_driver_sql(driver_sql(c, _DEQUEUE), (thread,))
+        return 0, 0
 
     def _histograms(self, waits: Sequence[Any], counts: Counter[tuple[str, str]]) -> None:
         """The latency observations the pruned wait records gave (store.auditstate.totals),
@@ -526,3 +669,13 @@ def retention_state(engine: Engine) -> RetentionState:
             if n:
                 kept[table] = n
     return RetentionState(before, dict(pruned), unknown, kept)
+
+
+def pruned_before(engine: Engine) -> int | None:
+    """The latest cutoff pruned to (ms), None when nothing was pruned yet."""
+    with classified("store unavailable", "the store refused a query"), engine.connect() as c:
+        value = c.exec_driver_sql(
+            driver_sql(c, "SELECT value FROM pruned_total WHERE counter = ? AND key = ''"),
+            (PRUNED_BEFORE,),
+        ).scalar()
+    return None if value is None else int(value)

@@ -1165,6 +1165,28 @@ def test_a_wait_asked_for_by_a_thread_id_says_what_a_request_id_looks_like(
     } == r.json()
 
 
+def test_a_wait_pruned_past_the_retention_is_a_404_that_names_the_retention(
+    daemon: Daemon, audited: TestClient, now: int
+) -> None:
+    message = "thread-message/int-message"  # closed by a decline: its thread goes whole
+    later = now + 31 * 86_400_000
+    unknown = audited.get("/v1/waits/thread-none/i").json()["error"]
+
+    daemon.auditor.prune(later, 60)
+    r = audited.get(f"/v1/waits/{message}")
+
+    assert "no wait with requestId 'thread-none/i'" == unknown
+    cutoff = datetime.fromtimestamp((later - 30 * 86_400_000) / 1000, UTC)
+    assert (
+        404,
+        {
+            "error": f"no wait with requestId {message!r}; it may have been pruned: "
+            f"store.retention is 30d, and waits closed before {cutoff:%Y-%m-%dT%H:%M:%SZ} are "
+            "pruned with their facts"
+        },
+    ) == (r.status_code, r.json())
+
+
 def test_metrics_are_gzip_for_a_client_that_asks_and_plain_for_one_that_does_not(
     client: TestClient,
 ) -> None:

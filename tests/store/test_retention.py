@@ -5,10 +5,12 @@ old units and evidence naming no wait go, and every counter continues past the p
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, text
+import pytest
+from sqlalchemy import Engine, event, text
 
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
@@ -16,12 +18,14 @@ from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector, report
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
 from sidewatch.report.markdown import render_markdown
+from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from sidewatch.store.retention import Retention
 from tests.daemon.test_auditor import counters
 
 DAY = 86_400_000
 MIN = 60_000
+HOUR = 3_600_000
 SEC = 1000
 T0 = 1_785_081_600_000  # 2026-07-26T16:00:00Z
 WEEK = 7 * DAY
@@ -173,6 +177,24 @@ def test_every_counter_a_restart_continues_is_the_same_after_pruning(
     assert ingested == restarted.state.ingest_totals()
 
 
+def test_every_counter_a_restart_continues_is_the_same_after_pruning_inside_threads(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    auditor = Auditor(store, POLICIES)
+    kept_history(store, auditor)
+    auditor.tick(NOW)
+    before = counters(Auditor(open_stores(), POLICIES).snapshot)
+
+    buckets = {"decision": DECISION_BUCKETS, "resume": RESUME_BUCKETS}
+    pruned = Retention(store.engine, WEEK, buckets, policy_for=auditor.policy_for).prune(NOW, 60)
+    restarted = Auditor(open_stores(), POLICIES)
+
+    assert (0, 3) == (pruned.threads, pruned.waits)
+    assert 3 == before["closed_total"][("RESUMED", "default")]
+    assert before == counters(restarted.snapshot)
+
+
 def test_old_units_and_their_rejects_go_and_their_lines_stay_counted(
     open_stores: Callable[[], Store],
 ) -> None:
@@ -265,3 +287,216 @@ def test_a_report_reaching_back_before_the_cutoff_says_what_was_pruned(
     assert not recent["retention"]["windowPruned"]
     assert "reaches back before 2026-07-29T16:00:00Z: what is older was pruned" in text
     assert "| heartbeat | 1 | 1 |" in text
+
+
+def held(threads: range, at: int) -> list[dict[str, Any]]:
+    """Threads whose first wait closes at once and whose second stays open."""
+    lines: list[dict[str, Any]] = []
+    for n in threads:
+        t = f"t-held-{n}"
+        lines += [
+            *asked(t, at),
+            *answered(t, at + MIN, "approve"),
+            *asked(t, at + 2 * MIN, "r3", "j"),
+        ]
+    return lines
+
+
+def test_a_pass_reads_what_is_new_not_the_closed_waits_of_threads_that_stay(
+    tmp_path: Path,
+) -> None:
+    # Old closed waits in threads held by an open wait are never pruned without the policies
+    # (Retention(policy_for=None)); a pass must not read them again at every tick.
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    auditor = Auditor(store, POLICIES)
+    retention = Retention(store.engine, WEEK)
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+
+    def prune() -> int:
+        before = steps[0]
+        retention.prune(NOW, budget_s=600)
+        return steps[0] - before
+
+    ingest(store, held(range(3), T0), T0 + 3 * MIN)
+    auditor.tick(T0 + 4 * MIN)
+    prune()
+    few = prune()
+    ingest(store, held(range(3, 60), T0 + DAY), T0 + DAY + 3 * MIN)
+    auditor.tick(T0 + DAY + 4 * MIN)
+    prune()
+    many = prune()
+
+    assert 60 == len(set(table_rows(store.engine, "wait_state")))
+    assert many <= few * 1.2, (few, many)
+
+
+def test_evidence_of_threads_that_never_interrupt_leaves_no_dirty_mark(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    auditor = Auditor(store, POLICIES)
+    ingest(store, [*asked("t-asked", T0)], T0)
+    auditor.tick(T0 + SEC)
+    beats = [heartbeat(f"t-quiet-{n}", T0 + MIN) for n in range(50)]
+    routes = [
+        custom("sidewatch.route", T0 + MIN, threadId=f"t-n-{n}", interruptId="i", delivered=True)
+        for n in range(50)
+    ]
+    ingest(store, [*beats, *routes, heartbeat("t-asked", T0 + MIN)], T0 + MIN)
+    early = heartbeat("t-late", T0 + MIN)  # evidence before its wait: classified with it
+    ingest(store, [early], T0 + MIN)
+    marked = table_rows(store.engine, "dirty_thread")
+    ingest(store, asked("t-late", T0 + 2 * MIN), T0 + 2 * MIN)
+    auditor.tick(T0 + 3 * MIN)
+    late = auditor.state.records(["t-late"])
+
+    assert ["t-asked"] == marked
+    assert [] == table_rows(store.engine, "dirty_thread")
+    assert 1 == len(late)
+    (wait,) = evaluate(store.threads(["t-late"])[0], auditor.policy_for, T0 + 3 * MIN).waits
+    assert [T0 + MIN] == [i.at for i in wait.evidence.items if type(i).__name__ == "Heartbeat"]
+
+
+def answer(thread: str, run: str, interrupt: str, at: int, payload: str) -> list[dict[str, Any]]:
+    """Run `run`'s input answering `interrupt`, and the run."""
+    resume = [{"interruptId": interrupt, "status": "resolved", "payload": payload}]
+    return [
+        {"threadId": thread, "runId": run, "messages": [], "timestamp": at, "resume": resume},
+        {"type": "RUN_STARTED", "threadId": thread, "runId": run, "timestamp": at + SEC},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": run, "timestamp": at + 2 * SEC},
+    ]
+
+
+def legacy_map(thread: str, run: str, interrupt: str, at: int) -> list[dict[str, Any]]:
+    """A `forwardedProps.command.resume` map keyed by `interrupt`, and the run."""
+    resume = {interrupt: {"approved": False}}
+    props = {"command": {"resume": resume}}
+    return [
+        {
+            "threadId": thread,
+            "runId": run,
+            "messages": [],
+            "timestamp": at,
+            "forwardedProps": props,
+        },
+        {"type": "RUN_STARTED", "threadId": thread, "runId": run, "timestamp": at + SEC},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": run, "timestamp": at + 2 * SEC},
+    ]
+
+
+KEPT = ("t-reuse", "t-legacy", "t-lone")
+
+
+def kept_history(store: Store, auditor: Auditor) -> None:
+    """Day 0: in each of KEPT a wait closes and a second stays open; t-reuse's second reuses
+    the first's interrupt id (its requestId is t-reuse/i@r3). Heartbeats and ticks each day
+    to day 9."""
+    lines: list[dict[str, Any]] = []
+    lines += [*asked("t-reuse", T0, "r1", "i"), *answer("t-reuse", "r2", "i", T0 + MIN, "ok")]
+    lines += asked("t-reuse", T0 + 2 * MIN, "r3", "i")
+    for t in ("t-legacy", "t-lone"):
+        lines += [*asked(t, T0, "r1", "a"), *answer(t, "r2", "a", T0 + MIN, "ok")]
+        lines += asked(t, T0 + 2 * MIN, "r3", "b")
+    ingest(store, lines, T0 + 3 * MIN)
+    auditor.tick(T0 + 4 * MIN)
+    for day in range(1, 10):
+        ingest(store, [heartbeat(t, T0 + day * DAY) for t in KEPT], T0 + day * DAY)
+        auditor.tick(T0 + day * DAY + MIN)
+
+
+def after_pruning(store: Store) -> None:
+    """Traffic after the pruning that names what was pruned: r1's announcement delivered
+    again, a legacy map keyed by a closed wait's id, a lone answer naming one."""
+    at = NOW + MIN
+    lines = [*asked("t-reuse", T0, "r1", "i"), *legacy_map("t-legacy", "r7", "a", at)]
+    lines += answer("t-lone", "r8", "a", at, "ok")
+    ingest(store, lines, at + 3 * SEC)
+
+
+def verdicts(store: Store, auditor: Auditor, now: int, only_open: bool = False) -> list[Any]:
+    """Every wait of KEPT that was not pruned, with its evidence and verdict at `now`."""
+    out = []
+    for facts in store.threads(list(KEPT)):
+        for w in evaluate(facts, auditor.policy_for, now).waits:
+            assert w.verdict is not None
+            if w.evidence.request_id in PRUNED or (only_open and w.verdict.closed):
+                continue
+            out.append((w.evidence, w.verdict))
+    return out
+
+
+PRUNED = ("t-reuse/i", "t-legacy/a", "t-lone/a")
+
+
+def _twin_url(blank_db_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A second new store on the same database as `blank_db_url` (its ids and arrival
+    sequences are then the same for the same traffic)."""
+    if blank_db_url.startswith("sqlite"):
+        return f"sqlite:///{tmp_path / 'twin.db'}"
+    schemas = request.getfixturevalue("pg_schemas")
+    return str(schemas.url(schemas.blank()))
+
+
+def test_closed_waits_beside_an_open_one_go_and_the_open_verdicts_stay_identical(
+    blank_db_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store = Store(open_store(blank_db_url))
+    auditor = Auditor(store, POLICIES)
+    kept_history(store, auditor)
+    twin = Store(open_store(_twin_url(blank_db_url, tmp_path, request)))  # never pruned
+    twin_auditor = Auditor(twin, POLICIES)
+    kept_history(twin, twin_auditor)
+    rows = {t: len(table_rows(store.engine, t)) for t in ("run_fact", "answer", "transition")}
+
+    pruned = Retention(store.engine, WEEK, policy_for=auditor.policy_for).prune(NOW, 60)
+    opened = [verdicts(store, auditor, t, True) for t in (NOW, NOW + 40 * DAY)]
+    twin_opened = [verdicts(twin, twin_auditor, t, True) for t in (NOW, NOW + 40 * DAY)]
+    after_pruning(store)
+    after_pruning(twin)
+    auditor.tick(NOW + HOUR)
+    twin_auditor.tick(NOW + HOUR)
+
+    assert 3 == pruned.waits
+    assert sorted(["t-legacy/b", "t-lone/b", "t-reuse/i@r3"]) == table_rows(
+        store.engine, "wait_state", "request_id"
+    )
+    assert (3, ["t-lone"]) == (rows["answer"], table_rows(store.engine, "answer"))  # r8's
+    assert len(table_rows(store.engine, "transition")) < rows["transition"]
+    assert len(table_rows(store.engine, "run_fact")) < rows["run_fact"]
+    assert 3 == len(opened[0])
+    assert twin_opened == opened
+    for later in (NOW + HOUR, NOW + 3 * DAY, NOW + 40 * DAY):
+        assert verdicts(twin, twin_auditor, later) == verdicts(store, auditor, later)
+    twin_states = twin_auditor.state.records(list(KEPT))
+    assert {k: v for k, v in twin_states.items() if k[1] not in PRUNED} == (
+        auditor.state.records(list(KEPT))
+    )
+    twin.engine.dispose()
+    store.engine.dispose()
+
+
+def test_a_pass_with_nothing_recorded_since_the_last_reads_no_transition(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    auditor = Auditor(store, POLICIES)
+    ingest(store, held(range(20), T0), T0 + 3 * MIN)
+    auditor.tick(T0 + 4 * MIN)
+    retention = Retention(store.engine, WEEK)
+    retention.prune(NOW, budget_s=60)
+
+    retention.prune(NOW, budget_s=60)
+    idle = retention.examined
+    ingest(store, answer("t-held-0", "r4", "j", NOW, "ok"), NOW)  # its open wait closes
+    auditor.tick(NOW + MIN)
+    Retention(store.engine, WEEK).prune(NOW + 8 * DAY, budget_s=60)  # a restart: saved position
+
+    assert 0 == idle
+    assert "t-held-0" not in table_rows(store.engine, "wait_state")
+    assert 19 == len(set(table_rows(store.engine, "wait_state")))
