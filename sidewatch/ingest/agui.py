@@ -572,6 +572,21 @@ class Interpreter:
         self._flush_adk(thread, run, [it.id for it in interrupts])
         return LineKind.INTERRUPT
 
+    def _announce_call(
+        self, thread: str, run: str, call_id: str, at: int, seq: int, reason: str
+    ) -> None:
+        """A wait announced by a tool call alone (ADK's confirmation, a frontend tool): its
+        interrupt id is the call's id."""
+        self._announce(
+            thread=thread,
+            run=run,
+            interrupt_id=call_id,
+            at=at,
+            seq=seq,
+            reason=reason,
+            tool_call_id=call_id,
+        )
+
     def _announce(
         self,
         *,
@@ -657,15 +672,7 @@ class Interpreter:
             if call is None or not is_frontend_tool(call[0].name, self.frontend):
                 continue
             self._frontend.add((thread, call_id))
-            self._announce(
-                thread=thread,
-                run=run,
-                interrupt_id=call_id,
-                at=at,
-                seq=seq,
-                reason=REASON_FRONTEND_TOOL,
-                tool_call_id=call_id,
-            )
+            self._announce_call(thread, run, call_id, at, seq, REASON_FRONTEND_TOOL)
             announced = True
         return announced
 
@@ -711,15 +718,7 @@ class Interpreter:
         run's end, every confirmation its 1.0 outcome did not announce becomes a wait."""
         for call_id, at, seq in self._adk_pending.pop((thread, run), []):
             if call_id not in announced:
-                self._announce(
-                    thread=thread,
-                    run=run,
-                    interrupt_id=call_id,
-                    at=at,
-                    seq=seq,
-                    reason="confirmation",
-                    tool_call_id=call_id,
-                )
+                self._announce_call(thread, run, call_id, at, seq, "confirmation")
 
     def _run_error(self, n: int, obj: dict[str, Any]) -> LineKind:
         _need(obj, "message", "RUN_ERROR")  # read for validity only: never kept

@@ -54,17 +54,7 @@ _ADD = (
     "ON CONFLICT (counter, key) DO UPDATE SET value = pruned_total.value + excluded.value"
 )
 # A thread's facts, by thread (each table has an index on thread_id).
-_THREAD_TABLES = (
-    "interrupt",
-    "tool_call",
-    "run_fact",
-    "answer",
-    "legacy_resume",
-    "tool_result",
-    "heartbeat",
-    "service_binding",
-    "wait_state",
-)
+_THREAD_TABLES = ("interrupt", *history.RUN_TABLES, "service_binding", "wait_state")
 # Evidence that may name a thread no interrupt announced (a wait not seen yet).
 _EVIDENCE_TABLES = (
     "heartbeat",
