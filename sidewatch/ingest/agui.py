@@ -127,6 +127,9 @@ _PREFIX = b'{"type":"'
 # Model output (text and reasoning token deltas) is most of a stream: dropped in one pass.
 _BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
 _ARGS = b'{"type":"TOOL_CALL_ARGS"'
+# A graph's steps and state deltas: a few lines per step, dropped in the same loop.
+_STEPS = (b'{"type":"STEP_STARTED"', b'{"type":"STEP_FINISHED"')
+_STATES = (b'{"type":"STATE_DELTA"', b'{"type":"STATE_SNAPSHOT"')
 M = TypeVar("M", bound="BaseModel")
 
 
@@ -221,7 +224,8 @@ class Interpreter:
 
     def _lines(self, lines: list[bytes], first: int) -> None:
         """Raw lines numbered from `first`. The bulk of an agent's stream (text and reasoning
-        deltas) is dropped in one pass per family, counted but never parsed."""
+        deltas) is dropped in one pass per family, counted but never parsed; graph steps and
+        state deltas are counted in the loop over the rest, never reaching `feed`."""
         res = self.result
         if lines:
             kept = [i for i, line in enumerate(lines) if not line.startswith(_BULK)]
@@ -229,6 +233,8 @@ class Interpreter:
                 res.kinds[LineKind.CONTENT] += len(lines) - len(kept)
                 res.skipped += len(lines) - len(kept)
             feed, args, loads, calls = self.feed, 0, orjson.loads, self._calls
+            steps = states = 0
+            limit = self.max_line_bytes
             for i in kept:
                 line = lines[i]
                 if line.startswith(_ARGS):
@@ -244,10 +250,21 @@ class Interpreter:
                             continue
                     except (orjson.JSONDecodeError, KeyError, TypeError):
                         pass
+                if line.startswith(_STEPS) and (not limit or len(line) <= limit):
+                    steps += 1  # graph steps and state: counted, never parsed, as `feed` does
+                    continue
+                if line.startswith(_STATES) and (not limit or len(line) <= limit):
+                    states += 1
+                    continue
                 feed(first + i, line)  # the general path, which also words any reject
             if args:
                 res.kinds[LineKind.TOOL_CALL] += args
                 res.accepted += args
+            if steps:
+                res.kinds[LineKind.STEP] += steps
+            if states:
+                res.kinds[LineKind.STATE] += states
+            res.skipped += steps + states
 
     def feed(self, line_no: int, raw: bytes | Any) -> None:
         res = self.result

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidewatch.ingest.agui import EVENT_TYPES, Interpreter, _Interrupt, _plain_interrupts
+from sidewatch.ingest.reader import Framed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,3 +182,39 @@ def test_ingest_of_a_plain_stream_imports_neither_ag_ui_nor_pydantic(tmp_path: P
     out = done.stdout.strip().splitlines()
     assert f"{stream}: 6 accepted, 2 skipped, 0 rejected" == out[0]
     assert "loaded:" == out[-1]
+
+
+STEP_LINES = [
+    b'{"type":"STEP_STARTED","stepName":"plan"}',
+    b'{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/step","value":1}]}',
+    b'{"type":"STATE_SNAPSHOT","snapshot":{}}',
+    b'{"type":"STEP_FINISHED","stepName":"plan"}',
+]
+
+
+def test_graph_steps_and_state_are_counted_without_the_general_path(monkeypatch: Any) -> None:
+    fed: list[int] = []
+    general = Interpreter.feed
+
+    def feed(self: Interpreter, line_no: int, raw: Any) -> None:
+        fed.append(line_no)
+        general(self, line_no, raw)
+
+    monkeypatch.setattr(Interpreter, "feed", feed)
+    # A cut STEP_STARTED line is counted unparsed, as `feed` counts it.
+    lines = [*STEP_LINES, b'{"type":"STEP_STARTED"', b'{"type":"STEP_BOGUS"}', b'{"type":"RUN_']
+
+    res = Interpreter(0, 0, lambda r: r).read_chunks([lines])
+
+    # Only the lines a reject is worded for (an unknown type, broken JSON) take `feed`.
+    assert [6, 7] == fed
+    assert {"step": 3, "state": 2} == dict(res.kinds)
+    assert (0, 5) == (res.accepted, res.skipped)
+    assert ["unknown_type", "not_json"] == [r.reason for r in res.rejects]
+
+
+def test_a_step_line_over_the_limit_is_still_rejected() -> None:
+    res = Interpreter(0, 0, lambda r: r, max_line_bytes=50).read(Framed(lines=STEP_LINES))
+
+    assert [(2, "too_long")] == [(r.line, r.reason) for r in res.rejects]
+    assert {"step": 2, "state": 1} == dict(res.kinds)
