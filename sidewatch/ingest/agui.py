@@ -1024,6 +1024,7 @@ class _Interrupt:
     expires_at: str | None
     metadata: dict[str, Any] | None
     response_schema: dict[str, Any] | None
+    subagent_run_id: str | None = None
 
 
 # An interrupt outcome made only of these keys, with values of exactly these JSON types, is
@@ -1054,7 +1055,13 @@ def _interrupts(outcome: Any) -> list[_Interrupt]:
     parsed = _valid(RunFinishedInterruptOutcome, outcome, "RUN_FINISHED: outcome")
     return [
         _Interrupt(
-            it.id, it.reason, it.tool_call_id, it.expires_at, it.metadata, it.response_schema
+            it.id,
+            it.reason,
+            it.tool_call_id,
+            it.expires_at,
+            it.metadata,
+            it.response_schema,
+            it.subagent_run_id,
         )
         for it in parsed.interrupts
     ]
@@ -1084,6 +1091,7 @@ def _plain_interrupts(outcome: dict[str, Any]) -> list[_Interrupt] | None:
                 it.get("expiresAt"),
                 it.get("metadata"),
                 it.get("responseSchema"),
+                it.get("subagentRunId"),
             )
         )
     return out

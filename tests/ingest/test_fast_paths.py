@@ -27,7 +27,13 @@ def test_the_named_event_types_are_ag_ui_s() -> None:
 def _by_pydantic(outcome: Any) -> list[_Interrupt]:
     return [
         _Interrupt(
-            it.id, it.reason, it.tool_call_id, it.expires_at, it.metadata, it.response_schema
+            it.id,
+            it.reason,
+            it.tool_call_id,
+            it.expires_at,
+            it.metadata,
+            it.response_schema,
+            it.subagent_run_id,
         )
         for it in RunFinishedInterruptOutcome.model_validate(outcome).interrupts
     ]
@@ -93,15 +99,23 @@ def test_a_plain_outcome_is_read_by_hand() -> None:
                 "message": "Deploy?",
                 "expiresAt": "2026-07-27T16:00:00Z",
                 "metadata": {"resumeHandle": "ckpt:t"},
+                "subagentRunId": "sub-1",
             }
         ],
     }
 
     assert [
         _Interrupt(
-            "i-1", "tool_call", "c-1", "2026-07-27T16:00:00Z", {"resumeHandle": "ckpt:t"}, None
+            "i-1",
+            "tool_call",
+            "c-1",
+            "2026-07-27T16:00:00Z",
+            {"resumeHandle": "ckpt:t"},
+            None,
+            "sub-1",
         )
     ] == _plain_interrupts(value)
+    assert _by_pydantic(value) == _plain_interrupts(value)
 
 
 def test_a_snake_case_spelling_is_left_to_pydantic() -> None:
