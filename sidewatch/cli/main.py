@@ -5,6 +5,7 @@ body), so `--help` and `check-config` start in a few tens of milliseconds."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import tempfile
@@ -216,6 +217,27 @@ def cli() -> None:
     """
 
 
+# The garbage collector's thresholds while a file is read: a collection every this many new
+# objects, and older generations rarely.
+INGEST_GC_THRESHOLD = (100_000, 50, 100)
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """Reading a file allocates a dict for each parsed line and keeps the unit's facts until
+    they are stored; at the default thresholds (a collection every 700 objects) the collector
+    scans them again and again, about a sixth of a large file's CPU. What is loaded so far is
+    frozen out of its scans and it runs far less often; cycles are still collected."""
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*INGEST_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
 @cli.command()
 @config_option
 @db_option
@@ -247,9 +269,10 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
                 size = "" if path == "-" else f": {os.path.getsize(path) / 1e6:.1f} MB"
                 click.echo(f"[{n}/{len(paths)}] {path}{size} …", err=True)
             try:
-                summary = ingest_file(
-                    store, path, int(time.time() * 1000), protect, labels, cfg.frontend_tools
-                )
+                with _few_collections():
+                    summary = ingest_file(
+                        store, path, int(time.time() * 1000), protect, labels, cfg.frontend_tools
+                    )
             except StoreRefused as e:  # this file's data, not the store: the next file goes on
                 click.echo(
                     f"sidewatch: error: {path}: the store refused its data ({e.reason}); "

@@ -11,11 +11,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
-from ag_ui.core import EventType, Interrupt, RunAgentInput, RunFinishedInterruptOutcome
-from pydantic import BaseModel, ValidationError
 
 from sidewatch.core.facts import (
     REASON_FRONTEND_TOOL,
@@ -68,10 +66,49 @@ from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_eviden
 from sidewatch.ingest.payload import NO_LABELS, Decision, Labels, decision_of
 from sidewatch.ingest.reader import Framed
 
+if TYPE_CHECKING:
+    from ag_ui.core import RunAgentInput
+    from pydantic import BaseModel
+
+# AG-UI 1.0's event types (`ag_ui.core.EventType`, checked in the tests): named here so that a
+# stream needing no `RunAgentInput` and no unusual interrupt is read without importing the
+# ag-ui models and pydantic, most of the interpreter's start-up.
+EVENT_TYPES = (
+    "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT",
+    "TEXT_MESSAGE_END",
+    "TEXT_MESSAGE_CHUNK",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_CHUNK",
+    "TOOL_CALL_RESULT",
+    "STATE_SNAPSHOT",
+    "STATE_DELTA",
+    "MESSAGES_SNAPSHOT",
+    "ACTIVITY_SNAPSHOT",
+    "ACTIVITY_DELTA",
+    "RAW",
+    "CUSTOM",
+    "RUN_STARTED",
+    "RUN_FINISHED",
+    "RUN_ERROR",
+    "STEP_STARTED",
+    "STEP_FINISHED",
+    "REASONING_START",
+    "REASONING_MESSAGE_START",
+    "REASONING_MESSAGE_CONTENT",
+    "REASONING_MESSAGE_END",
+    "REASONING_MESSAGE_CHUNK",
+    "REASONING_END",
+    "REASONING_ENCRYPTED_VALUE",
+    "SUBAGENT_STARTED",
+    "SUBAGENT_FINISHED",
+    "SUBAGENT_ERROR",
+)
 # Known events that carry nothing about waits, by the `kind` they are counted under.
 _SKIPPED: dict[bytes, LineKind] = {}
-for _t in EventType:
-    _name = _t.value
+for _name in EVENT_TYPES:
     _kind = {
         "TEXT": LineKind.CONTENT,
         "REASONING": LineKind.CONTENT,
@@ -98,7 +135,10 @@ _PREFIX = b'{"type":"'
 # Model output (text and reasoning token deltas) is most of a stream: dropped in one pass.
 _BULK = (b'{"type":"TEXT_MESSAGE_', b'{"type":"REASONING_', b'{"type":"THINKING_')
 _ARGS = b'{"type":"TOOL_CALL_ARGS"'
-M = TypeVar("M", bound=BaseModel)
+# A graph's steps and state deltas: a few lines per step, dropped in the same loop.
+_STEPS = (b'{"type":"STEP_STARTED"', b'{"type":"STEP_FINISHED"')
+_STATES = (b'{"type":"STATE_DELTA"', b'{"type":"STATE_SNAPSHOT"')
+M = TypeVar("M", bound="BaseModel")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +239,8 @@ class Interpreter:
 
     def _lines(self, lines: list[bytes], first: int) -> None:
         """Raw lines numbered from `first`. The bulk of an agent's stream (text and reasoning
-        deltas) is dropped in one pass per family, counted but never parsed."""
+        deltas) is dropped in one pass per family, counted but never parsed; graph steps and
+        state deltas are counted in the loop over the rest, never reaching `feed`."""
         res = self.result
         if lines:
             kept = [i for i, line in enumerate(lines) if not line.startswith(_BULK)]
@@ -207,6 +248,8 @@ class Interpreter:
                 res.kinds[LineKind.CONTENT] += len(lines) - len(kept)
                 res.skipped += len(lines) - len(kept)
             feed, args, loads, calls = self.feed, 0, orjson.loads, self._calls
+            steps = states = 0
+            limit = self.max_line_bytes
             for i in kept:
                 line = lines[i]
                 if line.startswith(_ARGS):
@@ -222,10 +265,21 @@ class Interpreter:
                             continue
                     except (orjson.JSONDecodeError, KeyError, TypeError):
                         pass
+                if line.startswith(_STEPS) and (not limit or len(line) <= limit):
+                    steps += 1  # graph steps and state: counted, never parsed, as `feed` does
+                    continue
+                if line.startswith(_STATES) and (not limit or len(line) <= limit):
+                    states += 1
+                    continue
                 feed(first + i, line)  # the general path, which also words any reject
             if args:
                 res.kinds[LineKind.TOOL_CALL] += args
                 res.accepted += args
+            if steps:
+                res.kinds[LineKind.STEP] += steps
+            if states:
+                res.kinds[LineKind.STATE] += states
+            res.skipped += steps + states
 
     def feed(self, line_no: int, raw: bytes | Any) -> None:
         res = self.result
@@ -313,7 +367,7 @@ class Interpreter:
         typ = obj.get("type")
         if typ is None:
             if "threadId" in obj and "runId" in obj and "messages" in obj:
-                self._input(_valid(RunAgentInput, obj, "RunAgentInput"), n, obj)
+                self._input(_run_agent_input(obj, "RunAgentInput"), n, obj)
                 return LineKind.INPUT
             raise _LineError(
                 RejectReason.UNKNOWN_SHAPE, 'unknown shape: no "type", and not a RunAgentInput'
@@ -482,7 +536,7 @@ class Interpreter:
         self._time_input(thread, run, obj)
         self._set_ctx(thread, run)
         if obj.get("input") is not None:
-            inp = _valid(RunAgentInput, obj["input"], "RUN_STARTED: input")
+            inp = _run_agent_input(obj["input"], "RUN_STARTED: input")
             self._input(inp, n, {"timestamp": obj.get("timestamp")})
         self._emit(
             RunFact(
@@ -541,9 +595,7 @@ class Interpreter:
                 RejectReason.INVALID_FIELD,
                 "RUN_FINISHED: outcome.type: must be success, interrupt or cancelled",
             )
-        interrupts = _valid(
-            RunFinishedInterruptOutcome, outcome, "RUN_FINISHED: outcome"
-        ).interrupts
+        interrupts = _interrupts(outcome)
         for i, it in enumerate(interrupts):  # all checked before the first fact
             _check_interrupt(it, f"RUN_FINISHED: outcome.interrupts.{i}")
         self._emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq))
@@ -962,7 +1014,7 @@ def _checked_or_none(value: str | None, where: str, limit: int = ID_MAX) -> None
         _checked(value, where, limit)
 
 
-def _check_interrupt(it: Interrupt, where: str) -> None:
+def _check_interrupt(it: _Interrupt, where: str) -> None:
     """The stored values of a 1.0 interrupt: its ids, reason, expiry and metadata."""
     _checked(it.id, f"{where}: id")
     _checked(it.reason, f"{where}: reason")
@@ -1025,7 +1077,98 @@ _SCHEMA_ONLY_MESSAGES = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Interrupt:
+    """What sidewatch reads of an AG-UI 1.0 `Interrupt`."""
+
+    id: str
+    reason: str
+    tool_call_id: str | None
+    expires_at: str | None
+    metadata: dict[str, Any] | None
+    response_schema: dict[str, Any] | None
+    subagent_run_id: str | None = None
+
+
+# An interrupt outcome made only of these keys, with values of exactly these JSON types, is
+# one `RunFinishedInterruptOutcome` validates as it is: read by hand (ingest's hot path, and
+# no pydantic to import). Anything else (a snake_case spelling, an extra key, a number for a
+# string) is left to pydantic, which accepts or words the reject as always.
+_OUTCOME_KEYS = frozenset({"type", "interrupts"})
+_INTERRUPT_TYPES: dict[str, type] = {
+    "id": str,
+    "reason": str,
+    "message": str,
+    "toolCallId": str,
+    "subagentRunId": str,
+    "expiresAt": str,
+    "responseSchema": dict,
+    "metadata": dict,
+}
+_INTERRUPT_REQUIRED = ("id", "reason")
+
+
+def _interrupts(outcome: Any) -> list[_Interrupt]:
+    """The interrupts of a RUN_FINISHED `interrupt` outcome, validated."""
+    plain = _plain_interrupts(outcome) if type(outcome) is dict else None
+    if plain is not None:
+        return plain
+    from ag_ui.core import RunFinishedInterruptOutcome  # noqa: PLC0415 (only when needed)
+
+    parsed = _valid(RunFinishedInterruptOutcome, outcome, "RUN_FINISHED: outcome")
+    return [
+        _Interrupt(
+            it.id,
+            it.reason,
+            it.tool_call_id,
+            it.expires_at,
+            it.metadata,
+            it.response_schema,
+            it.subagent_run_id,
+        )
+        for it in parsed.interrupts
+    ]
+
+
+def _plain_interrupts(outcome: dict[str, Any]) -> list[_Interrupt] | None:
+    items = outcome.get("interrupts")
+    if outcome.get("type") != "interrupt" or not outcome.keys() <= _OUTCOME_KEYS:
+        return None
+    if type(items) is not list or not items:
+        return None
+    out: list[_Interrupt] = []
+    for it in items:
+        if type(it) is not dict:
+            return None
+        for key, value in it.items():
+            want = _INTERRUPT_TYPES.get(key)
+            if want is None or (type(value) is not want and value is not None):
+                return None
+        if any(type(it.get(k)) is not str for k in _INTERRUPT_REQUIRED):
+            return None
+        out.append(
+            _Interrupt(
+                it["id"],
+                it["reason"],
+                it.get("toolCallId"),
+                it.get("expiresAt"),
+                it.get("metadata"),
+                it.get("responseSchema"),
+                it.get("subagentRunId"),
+            )
+        )
+    return out
+
+
+def _run_agent_input(obj: Any, what: str) -> RunAgentInput:
+    from ag_ui.core import RunAgentInput  # noqa: PLC0415 (pydantic: only for an input)
+
+    return _valid(RunAgentInput, obj, what)
+
+
 def _valid(model: type[M], obj: Any, what: str) -> M:
+    from pydantic import ValidationError  # noqa: PLC0415 (imported with the models)
+
     try:
         return model.model_validate(obj)
     except ValidationError as e:

@@ -53,7 +53,15 @@ def digest_of(value: Any) -> str:
 def _orjson_is_canonical(value: Any) -> bool:
     """True when orjson's sorted output is byte for byte RFC 8785 (checked against `rfc8785`
     in the tests): no floats, integers within 2**53, ASCII keys (so that UTF-8 and UTF-16 key
-    orders agree). rfc8785 is pure Python and ten times slower; this is ingest's hot path."""
+    orders agree). rfc8785 is pure Python and ten times slower; this is ingest's hot path,
+    so a dict's or list's strings (most of any arguments) are passed over without a call."""
+    kind = type(value)
+    if kind is dict:
+        return all(
+            k.isascii() and (type(v) is str or _orjson_is_canonical(v)) for k, v in value.items()
+        )
+    if kind is list:
+        return all(type(v) is str or _orjson_is_canonical(v) for v in value)
     if isinstance(value, str) or value is None or isinstance(value, bool):
         return True
     if isinstance(value, int):
