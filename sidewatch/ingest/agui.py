@@ -243,16 +243,21 @@ class Interpreter:
         state deltas are counted in the loop over the rest, never reaching `feed`."""
         res = self.result
         if lines:
-            kept = [i for i, line in enumerate(lines) if not line.startswith(_BULK)]
+            limit = self.max_line_bytes
+            # A line over the limit is a reject whatever its type, so it takes `feed`.
+            kept = [
+                i
+                for i, line in enumerate(lines)
+                if not line.startswith(_BULK) or (limit and len(line) > limit)
+            ]
             if len(kept) != len(lines):
                 res.kinds[LineKind.CONTENT] += len(lines) - len(kept)
                 res.skipped += len(lines) - len(kept)
             feed, args, loads, calls = self.feed, 0, orjson.loads, self._calls
             steps = states = 0
-            limit = self.max_line_bytes
             for i in kept:
                 line = lines[i]
-                if line.startswith(_ARGS):
+                if line.startswith(_ARGS) and (not limit or len(line) <= limit):
                     # Argument chunks stream one per token: the next-hottest line, so the
                     # checks of `_tool_args` are inlined here and the lines counted at once.
                     try:

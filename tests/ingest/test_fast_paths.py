@@ -232,3 +232,14 @@ def test_a_step_line_over_the_limit_is_still_rejected() -> None:
 
     assert [(2, "too_long")] == [(r.line, r.reason) for r in res.rejects]
     assert {"step": 2, "state": 1} == dict(res.kinds)
+
+
+def test_a_content_or_argument_line_over_the_limit_is_rejected_like_any_other() -> None:
+    text = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"' + b"x" * 80 + b'"}'
+    args = b'{"type":"TOOL_CALL_ARGS","toolCallId":"c","delta":"' + b"y" * 80 + b'"}'
+    short = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"ok"}'
+
+    res = Interpreter(0, 0, lambda r: r, max_line_bytes=100).read(Framed(lines=[short, text, args]))
+
+    assert [(2, "too_long"), (3, "too_long")] == [(r.line, r.reason) for r in res.rejects]
+    assert {"content": 1} == dict(res.kinds)
