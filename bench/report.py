@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from audit import NOW, populate
 
+from sidewatch.app.ingest import audit, report
+from sidewatch.app.report import render
 from sidewatch.config import Config
-from sidewatch.daemon.pipeline import audit, report
-from sidewatch.daemon.reports import render
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 

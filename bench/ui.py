@@ -18,10 +18,10 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sidewatch.app.read import wait_detail
 from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
 from sidewatch.daemon.ui import render_detail
-from sidewatch.daemon.waits import wait_detail
 from tests.daemon.test_http import NDJSON, heartbeat, ndjson, requested, route
 
 with warnings.catch_warnings():

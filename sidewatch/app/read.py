@@ -7,6 +7,7 @@ import time
 from collections.abc import Collection
 from typing import Any
 
+from sidewatch.app.audit import Auditor
 from sidewatch.core.engine import evaluate
 from sidewatch.core.model import (
     ActionChange,
@@ -18,7 +19,6 @@ from sidewatch.core.model import (
     RunEvent,
     WaitEvidence,
 )
-from sidewatch.daemon.auditor import Auditor
 from sidewatch.report.verdicts import iso, verdict_json
 from sidewatch.store.repo import Store
 

@@ -233,7 +233,7 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
 
     Exit status: 0 when no line was rejected, 1 when any was (or any file was refused).
     """
-    from sidewatch.daemon.pipeline import ingest_file, ref_protector
+    from sidewatch.app.ingest import ingest_file, ref_protector
     from sidewatch.store.repo import Store
 
     cfg = _config(config_path, db)
@@ -301,7 +301,7 @@ def audit_cmd(
 def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: bool) -> None:
     import orjson
 
-    from sidewatch.daemon.pipeline import audit
+    from sidewatch.app.ingest import audit
     from sidewatch.report.verdicts import audit_json, audit_table
 
     waits = [
@@ -327,7 +327,7 @@ def demo(fmt: str) -> None:
     ORPHANED one, one STUCK_AFTER_DECISION and one CLOSED_BY_DECLINE, evaluated at
     2026-07-26T16:30:00Z with the default policy. Needs no set-up and touches no store of yours.
     """
-    from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+    from sidewatch.app.ingest import ingest_unit, ref_protector
     from sidewatch.store.repo import Store
 
     body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
@@ -461,8 +461,8 @@ def report_cmd(
     with its evidence, owner, next safe move and thresholds, transitions, latency
     percentiles, the longest waits, protocol findings, ingest health, and the change since
     the previous window."""
-    from sidewatch.daemon.pipeline import report
-    from sidewatch.daemon.reports import render, report_name, write_atomic
+    from sidewatch.app.ingest import report
+    from sidewatch.app.report import render, report_name, write_atomic
     from sidewatch.report.verdicts import FIRST_MS
     from sidewatch.store.repo import Store
 

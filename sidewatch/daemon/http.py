@@ -27,21 +27,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sidewatch.config import Config, Token
-from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.openapi import OPENAPI
-from sidewatch.daemon.origin import SameOrigin
-from sidewatch.daemon.pipeline import (
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import (
     IngestSummary,
     ReadUnit,
     framed_unit,
     ingest_unit,
     ingest_units,
 )
+from sidewatch.app.read import wait_detail, waits_now
+from sidewatch.config import Config, Token
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
+from sidewatch.daemon.openapi import OPENAPI
+from sidewatch.daemon.origin import SameOrigin
 from sidewatch.daemon.selfwatch import CountAnswers, SelfCounters
 from sidewatch.daemon.ui import ROUTES as UI_ROUTES
-from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.digest import RefProtector

@@ -22,9 +22,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
+from sidewatch.app.ingest import ReadUnit
 from sidewatch.config import NatsSource
 from sidewatch.daemon.http import AppState, ingest, ingest_read, media_and_encoding, read_unit
-from sidewatch.daemon.pipeline import ReadUnit
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 
 log = logging.getLogger("sidewatch.nats")

@@ -37,15 +37,15 @@ from starlette.concurrency import run_in_threadpool
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
+from sidewatch.app.audit import Auditor, TickReport, push_problems
+from sidewatch.app.ingest import ref_protector, report
+from sidewatch.app.report import write_reports
 from sidewatch.config import Config
 from sidewatch.core.policy import Policy
 from sidewatch.core.text import cap, clean, safe
-from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.listen import bind, check_listen
-from sidewatch.daemon.pipeline import ref_protector, report
 from sidewatch.daemon.reload import key_of, reloaded
-from sidewatch.daemon.reports import write_reports
 from sidewatch.daemon.selfwatch import SelfCollector
 from sidewatch.errors import LeaseLost, SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush

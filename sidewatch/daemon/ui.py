@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from sidewatch.app.read import wait_detail, waits_now
 from sidewatch.config import Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, SEVERITY, State
 from sidewatch.core.text import safe, wait_page_url
-from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.report.html import CSS as REPORT_CSS
 from sidewatch.report.html import _dur, _ms  # the report's own time formats

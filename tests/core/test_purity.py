@@ -1,6 +1,6 @@
 """The core is pure: it imports the pure part of the standard library and itself, nothing else,
 and reads no clock. Every layer imports from an allowlist: the sidewatch packages beneath it
-(`cli → daemon → {ingest, store, exporters, report} → core`) and the libraries listed for it,
+(`cli/daemon → app → {ingest, store, exporters, report} → core`) and the libraries listed for it,
 so a new dependency of a layer is a decision written here, never an accident."""
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ ALLOWED = {
     "store": {"store", "core"},
     "exporters": {"exporters", "core"},
     "report": {"report", "core"},
-    "daemon": {"daemon", "ingest", "store", "exporters", "report", "core"},
-    "cli": {"cli", "daemon", "ingest", "store", "exporters", "report", "core"},
+    "app": {"app", "ingest", "store", "exporters", "report", "core"},
+    # The shell: how sidewatch is reached (HTTP, JetStream, the scheduler) and its wiring.
+    "daemon": {"daemon", "app", "ingest", "store", "exporters", "report", "core"},
+    "cli": {"cli", "daemon", "app", "ingest", "store", "exporters", "report", "core"},
     "tap": {"tap"},  # runs inside the agent's process: nothing else of sidewatch
 }
 # Which libraries beyond the standard library each layer may import.
@@ -48,6 +50,7 @@ LIBRARIES = {
     "store": {"alembic", "orjson", "psycopg", "sqlalchemy", "sqlmodel"},
     "exporters": {"opentelemetry", "prometheus_client"},
     "report": set(),
+    "app": {"orjson", "sqlalchemy"},
     "daemon": {
         "apscheduler",
         "jinja2",

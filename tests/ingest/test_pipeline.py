@@ -13,10 +13,10 @@ import orjson
 import pytest
 import rfc8785
 
+from sidewatch.app.ingest import audit, classified, ingest_unit
 from sidewatch.core.engine import evaluate
 from sidewatch.core.model import Missing, Phase, State, Verdict
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, classified, ingest_unit
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store

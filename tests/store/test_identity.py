@@ -11,12 +11,12 @@ import orjson
 import pytest
 from sqlalchemy import Engine
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import audit, ingest_unit, ref_protector
+from sidewatch.app.read import wait_detail
 from sidewatch.config import Config
 from sidewatch.core.facts import InterruptFact, RunFact
 from sidewatch.core.policy import DEFAULT_POLICY, Need
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
-from sidewatch.daemon.waits import wait_detail
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.bounds import ID_MAX
 from sidewatch.ingest.reader import frame

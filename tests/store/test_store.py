@@ -9,9 +9,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from sidewatch.app.ingest import audit, ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.errors import StoreError
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.reader import frames
