@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from audit import NOW, populate
 
-from sidewatch.app.ingest import audit, report
-from sidewatch.app.report import render
+from sidewatch.app.audit import audit
+from sidewatch.app.report import render, report
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store

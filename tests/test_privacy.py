@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, inspect
 
-from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import audit, ingest_unit, ref_protector, report
-from sidewatch.app.report import render
+from sidewatch.app.audit import Auditor, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.report import render, report
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.daemon.serve import Daemon

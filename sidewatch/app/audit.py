@@ -1,6 +1,8 @@
-"""The scheduled auditor: each tick re-classifies only the waits of threads with new evidence
-or whose next time-driven change is due, records every transition with its effective time,
-evidence and thresholds, and publishes a snapshot for the exporters."""
+"""Audit: every stored wait classified at a given time. The one-off audit (`sidewatch audit`)
+classifies them all; the scheduled auditor's tick re-classifies only the waits of threads with
+new evidence or whose next time-driven change is due, records every transition with its
+effective time, evidence and thresholds, publishes a snapshot for the exporters, and pushes
+the problem waits to Alertmanager."""
 
 from __future__ import annotations
 
@@ -8,14 +10,14 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import orjson
 
 from sidewatch.core.engine import evaluate
-from sidewatch.core.facts import FindingFact
+from sidewatch.core.facts import FindingFact, ThreadFacts
 from sidewatch.core.model import (
     CLOSED_STATES,
     NEXT_MOVE,
@@ -450,3 +452,48 @@ def _stored(ev: WaitEvidence, v: Verdict, now: int, next_item: int | None) -> St
         evaluated_at=now,
         unreported=unreported_label(v.unreported),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Audited:
+    evidence: WaitEvidence
+    verdict: Verdict
+
+
+def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:
+    """Every known wait's verdict at `at`, ordered by when the wait was requested."""
+    return classified(store.threads(), policies, at)
+
+
+def classified(
+    threads: Iterable[ThreadFacts], policies: tuple[Policy, ...], at: int
+) -> list[Audited]:
+    """The verdict at `at` of every wait of `threads` requested by then, ordered by when the
+    wait was requested."""
+    chosen: dict[tuple[str | None, str | None], Policy] = {}
+
+    def policy_for(action: str | None, reason: str | None) -> Policy:
+        key = (action, reason)
+        if key not in chosen:  # one lookup per (action, reason), not one per wait
+            chosen[key] = select(policies, action, reason)
+        return chosen[key]
+
+    out: list[Audited] = []
+    for thread in threads:
+        if all(i.at > at for i in thread.interrupts):
+            continue  # every wait of it is requested after `at`: none is audited then
+        try:
+            evaluated = evaluate(thread, policy_for, at)
+        except Exception as e:  # as in the auditor: one thread never fails the audit
+            # The class only, no traceback: this also runs in the CLI, on a terminal.
+            log.error("thread %s left out: %s", thread.thread_id, type(e).__name__)
+            continue
+        for w in evaluated.waits:
+            if w.evidence.requested_at > at:
+                continue
+            if w.verdict is None:  # as in the auditor: one wait never fails the audit
+                log.error("wait %s left out: %s", w.evidence.request_id, type(w.error).__name__)
+                continue
+            out.append(Audited(w.evidence, w.verdict))
+    out.sort(key=lambda a: (a.evidence.requested_at, a.evidence.requested_seq))
+    return out

@@ -1,21 +1,22 @@
-"""Ingest a unit into the store; audit every stored wait at a given time."""
+"""Ingest: a unit (an HTTP body, a JetStream message, a file) undone from gzip, framed and
+counted within the limits, interpreted and committed in one transaction. The one path of
+HTTP, JetStream and the CLI alike."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import astuple, dataclass
-from typing import TYPE_CHECKING, Any
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sidewatch.config import Config
-from sidewatch.core.engine import evaluate
-from sidewatch.core.facts import ThreadFacts
-from sidewatch.core.model import Verdict, WaitEvidence
-from sidewatch.core.policy import Policy, select
 from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
+from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.payload import NO_LABELS, Labels
-from sidewatch.report.build import IngestHealth, Retained, build_report
+from sidewatch.ingest.reader import NDJSON_TYPES
 from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
@@ -25,7 +26,8 @@ if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` need
     from sidewatch.ingest.digest import RefProtector
     from sidewatch.ingest.reader import Framed
 
-log = logging.getLogger("sidewatch.auditor")
+# What a unit may be sent as (HTTP's Content-Type, a JetStream message's header).
+MEDIA_TYPES = {*NDJSON_TYPES, "application/json", "text/event-stream", "text/plain"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +39,6 @@ class IngestSummary:
     kinds: dict[str, int]
     duplicate: bool = False  # its key was already stored: nothing was stored again
     redelivered: bool = False  # every fact of it was already stored (kinds: `redelivered`)
-
-
-@dataclass(frozen=True, slots=True)
-class Audited:
-    evidence: WaitEvidence
-    verdict: Verdict
 
 
 def ref_protector(engine: Engine, config: Config) -> RefProtector:
@@ -59,18 +55,61 @@ def ref_protector(engine: Engine, config: Config) -> RefProtector:
     return RefProtector(key, config.role_prefixes, config.keyed_digests)
 
 
-def framed_unit(body: bytes, media_type: str | None, max_lines: int | None) -> Framed:
-    """The unit's lines, read and counted before anything is stored: InputError when it holds
-    no line, TooLarge when it has more than `max_lines`."""
+def media_and_encoding(
+    content_type: str | None, content_encoding: str | None
+) -> tuple[str | None, str] | str:
+    """The unit's media type (None: sniffed) and encoding from its headers, or why they are
+    not supported (HTTP's 415)."""
+    media = (content_type or "").split(";")[0].strip().lower() or None
+    if media is not None and media not in MEDIA_TYPES:
+        return (
+            f"unsupported media type {media!r}; send application/x-ndjson, "
+            "application/json or text/event-stream"
+        )
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        return f"unsupported content encoding {encoding!r}; send gzip or none"
+    return (None if media == "text/plain" else media), encoding
+
+
+@dataclass(frozen=True, slots=True)
+class UnitLimits:
+    """What one unit may hold, on every path: bytes once gzip is undone, lines, and bytes a
+    line (a longer line is a `too_long` reject). None: no limit."""
+
+    inflated_bytes: int | None = None
+    lines: int | None = None
+    line_bytes: int | None = None
+
+    @classmethod
+    def of(cls, config: Config) -> UnitLimits:
+        """server.maxInflatedBytes, server.maxLinesPerUnit and server.maxLineBytes."""
+        return cls(config.max_inflated_bytes, config.max_lines_per_unit, config.max_line_bytes)
+
+
+def framed_unit(
+    body: bytes,
+    media_type: str | None,
+    max_lines: int | None,
+    encoding: str = "identity",
+    max_inflated: int | None = None,
+) -> Framed:
+    """The unit's lines, undone from gzip (within `max_inflated` bytes), read and counted
+    before anything is stored: InputError when it holds no line, TooLarge when it inflates
+    past `max_inflated` or has more than `max_lines`."""
     from sidewatch.ingest.reader import frame  # noqa: PLC0415 (only ingest needs it)
 
-    framed = frame(body, media_type)
+    framed = frame(body, media_type, encoding, max_inflated)
     if not framed.items and not any(line.strip() for line in framed.lines):
         raise InputError("the body holds no line to ingest")
     count = len(framed.lines) + len(framed.items)
     if max_lines is not None and count > max_lines:
-        raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
+        raise TooLarge(_too_many(count, max_lines))
     return framed
+
+
+def _too_many(count: int, limit: int) -> str:
+    return f"{count} lines, over the limit of {limit} a unit: split the body"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +133,14 @@ def ingest_unit(
     max_line_bytes: int | None = None,
     key: str | None = None,
     labels: Labels = NO_LABELS,
+    encoding: str = "identity",
+    max_inflated: int | None = None,
 ) -> IngestSummary:
     """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
-    A unit over `max_lines` is refused whole (TooLarge), before anything is stored. A unit
-    whose `key` is already stored is a duplicate: nothing is stored again."""
-    framed = framed_unit(body, media_type, max_lines)
+    A unit over `max_lines` (or inflating past `max_inflated` bytes) is refused whole
+    (TooLarge), before anything is stored. A unit whose `key` is already stored is a
+    duplicate: nothing is stored again."""
+    framed = framed_unit(body, media_type, max_lines, encoding, max_inflated)
     with store.unit(source, received_at, key) as writer:
         if writer is None:
             return IngestSummary(source, 0, 0, (), {}, duplicate=True)
@@ -129,22 +171,45 @@ def ingest_units(
 
 
 def ingest_file(
-    store: Store, path: str, received_at: int, protect: RefProtector, labels: Labels = NO_LABELS
+    store: Store,
+    path: str,
+    received_at: int,
+    protect: RefProtector,
+    labels: Labels = NO_LABELS,
+    limits: UnitLimits = UnitLimits(),
 ) -> IngestSummary:
-    """A file (`-`: standard input) as one unit, as `ingest_unit` stores the file's bytes. A
-    plain NDJSON file is read a chunk at a time, so that its size never bounds the memory it
-    takes; any other is read whole."""
+    """A file (`-`: standard input) as one unit, as `ingest_unit` stores the file's bytes,
+    within the same `limits`. A plain NDJSON file is read a chunk at a time, so that its size
+    never bounds the memory it takes; any other is read whole."""
     from sidewatch.ingest.reader import ndjson_file, read_file  # noqa: PLC0415
 
     chunks = ndjson_file(path)
+    read: Callable[[Interpreter], UnitResult]
     if chunks is None:
-        return ingest_unit(store, path, read_file(path), received_at, protect, labels=labels)
+        body = read_file(path)
+        try:
+            framed = framed_unit(body, None, limits.lines, max_inflated=limits.inflated_bytes)
+        except InputError as e:  # named by its file, as every error of a file is
+            raise type(e)(f"{path}: {e}") from None
+        read = lambda i: i.read(framed)  # noqa: E731 (one of two readers, chosen here)
+    else:
+        counted = _counted(chunks, limits.lines, path)
+        read = lambda i: i.read_chunks(counted)  # noqa: E731
     with store.unit(path, received_at, None) as writer:
         if writer is None:
             return IngestSummary(path, 0, 0, (), {}, duplicate=True)
-        return _written(
-            writer, path, received_at, protect, None, labels, lambda i: i.read_chunks(chunks)
-        )
+        return _written(writer, path, received_at, protect, limits.line_bytes, labels, read)
+
+
+def _counted(chunks: Iterator[list[bytes]], limit: int | None, path: str) -> Iterator[list[bytes]]:
+    """The chunks, refused (TooLarge, the unit's transaction rolled back) once they hold more
+    than `limit` lines: the limit a body has, on a file read a chunk at a time."""
+    count = 0
+    for chunk in chunks:
+        count += len(chunk)
+        if limit is not None and count > limit:
+            raise TooLarge(f"{path}: {_too_many(count, limit)}")
+        yield chunk
 
 
 def _write(
@@ -193,65 +258,98 @@ def _written(
     )
 
 
-def report(store: Store, policies: tuple[Policy, ...], end: int, window_ms: int) -> dict[str, Any]:
-    """The audit report of the window ending at `end` (docs/reports.md). The facts are read
-    once and classified at both ends of the window (`audit`, twice, read them twice)."""
+class Ingest:
+    """The ingest use case of HTTP, JetStream and the CLI (blocking: the daemon runs it in a
+    worker thread). Each unit is taken within the limits of `config` (replaced on a reload:
+    the next unit takes the new one), committed, then its lines counted in `counters`.
+    Raises InputError (unreadable), TooLarge, StoreRefused (the store refused its data) or
+    StoreError (store unavailable); each time nothing was stored."""
 
-    def health(start: int, stop: int) -> IngestHealth:
-        return IngestHealth(*store.ingest_health(start, stop))
+    def __init__(
+        self,
+        store: Store,
+        protect: RefProtector,
+        config: Config,
+        counters: IngestCounters | None = None,
+    ) -> None:
+        self.store = store
+        self.protect = protect
+        self.config = config
+        self.counters = IngestCounters() if counters is None else counters
+        # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
+        sqlite = store.engine.dialect.name == "sqlite"
+        self._writer: AbstractContextManager[object] = threading.Lock() if sqlite else nullcontext()
 
-    start = end - window_ms
-    threads = store.threads()
-    return build_report(
-        end,
-        window_ms,
-        _pairs(classified(threads, policies, end)),
-        _pairs(classified(threads, policies, start)),
-        store.findings(),
-        health(start, end),
-        health(start - window_ms, start),
-        Retained(*astuple(store.retention())),
-    )
+    @property
+    def limits(self) -> UnitLimits:
+        return UnitLimits.of(self.config)
 
+    def read(
+        self,
+        source: str,
+        body: bytes,
+        media_type: str | None,
+        encoding: str,
+        received_at: int,
+        key: str | None = None,
+    ) -> ReadUnit:
+        """A unit undone from gzip and framed within the limits, not stored yet; raises
+        InputError or TooLarge (nothing touches the store)."""
+        limits = self.limits
+        framed = framed_unit(body, media_type, limits.lines, encoding, limits.inflated_bytes)
+        return ReadUnit(source, framed, received_at, key)
 
-def _pairs(audited: list[Audited]) -> list[tuple[WaitEvidence, Verdict]]:
-    return [(a.evidence, a.verdict) for a in audited]
+    def unit(
+        self,
+        source: str,
+        body: bytes,
+        media_type: str | None,
+        encoding: str,
+        received_at: int,
+        key: str | None = None,
+    ) -> IngestSummary:
+        """One unit read, committed in a transaction of its own, and counted (see
+        `ingest_unit`)."""
+        cfg, limits = self.config, self.limits
+        with self._writer:
+            summary = ingest_unit(
+                self.store,
+                source,
+                body,
+                received_at,
+                self.protect,
+                media_type,
+                limits.lines,
+                limits.line_bytes,
+                key,
+                cfg.decision_labels,
+                encoding,
+                limits.inflated_bytes,
+            )
+        return self._counted(summary)
 
+    def units(self, units: Sequence[ReadUnit]) -> list[IngestSummary]:
+        """Read units committed in ONE transaction, then counted (see `ingest_units`)."""
+        cfg = self.config
+        with self._writer:
+            summaries = ingest_units(
+                self.store, units, self.protect, cfg.max_line_bytes, cfg.decision_labels
+            )
+        return [self._counted(s) for s in summaries]
 
-def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:
-    """Every known wait's verdict at `at`, ordered by when the wait was requested."""
-    return classified(store.threads(), policies, at)
+    def file(self, path: str, received_at: int) -> IngestSummary:
+        """A file (`-`: standard input) as one unit, within the same limits as a body."""
+        with self._writer:
+            summary = ingest_file(
+                self.store,
+                path,
+                received_at,
+                self.protect,
+                self.config.decision_labels,
+                self.limits,
+            )
+        return self._counted(summary)
 
-
-def classified(
-    threads: Iterable[ThreadFacts], policies: tuple[Policy, ...], at: int
-) -> list[Audited]:
-    """The verdict at `at` of every wait of `threads` requested by then, ordered by when the
-    wait was requested."""
-    chosen: dict[tuple[str | None, str | None], Policy] = {}
-
-    def policy_for(action: str | None, reason: str | None) -> Policy:
-        key = (action, reason)
-        if key not in chosen:  # one lookup per (action, reason), not one per wait
-            chosen[key] = select(policies, action, reason)
-        return chosen[key]
-
-    out: list[Audited] = []
-    for thread in threads:
-        if all(i.at > at for i in thread.interrupts):
-            continue  # every wait of it is requested after `at`: none is audited then
-        try:
-            evaluated = evaluate(thread, policy_for, at)
-        except Exception as e:  # as in the auditor: one thread never fails the audit
-            # The class only, no traceback: this also runs in the CLI, on a terminal.
-            log.error("thread %s left out: %s", thread.thread_id, type(e).__name__)
-            continue
-        for w in evaluated.waits:
-            if w.evidence.requested_at > at:
-                continue
-            if w.verdict is None:  # as in the auditor: one wait never fails the audit
-                log.error("wait %s left out: %s", w.evidence.request_id, type(w.error).__name__)
-                continue
-            out.append(Audited(w.evidence, w.verdict))
-    out.sort(key=lambda a: (a.evidence.requested_at, a.evidence.requested_seq))
-    return out
+    def _counted(self, summary: IngestSummary) -> IngestSummary:
+        self.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
+        return summary

@@ -38,8 +38,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
 from sidewatch.app.audit import Auditor, TickReport, push_problems
-from sidewatch.app.ingest import ref_protector, report
-from sidewatch.app.report import write_reports
+from sidewatch.app.ingest import Ingest, ref_protector
+from sidewatch.app.read import Read
+from sidewatch.app.report import report, write_reports
 from sidewatch.config import Config
 from sidewatch.core.policy import Policy
 from sidewatch.core.text import cap, clean, safe
@@ -234,6 +235,7 @@ class Daemon:
         if self.lease.held:  # the counters were just loaded from the store, in this term
             self._snapshot_epoch = self.lease.epoch
         self.counters = self.auditor.ingest
+        self.ingest = Ingest(self.store, ref_protector(self.engine, config), config, self.counters)
         registry = CollectorRegistry()
         registry.register(
             SnapshotCollector(
@@ -251,12 +253,12 @@ class Daemon:
             config,
             self.store,
             self.auditor,
-            ref_protector(self.engine, config),
-            self.counters,
+            self.ingest,
+            Read(self.store, self.auditor.policy_for),
             registry,
             lease_held=lambda: self.lease.verified,
         )
-        self.jetstream = _jetstream(self.state)
+        self.jetstream = _jetstream(config, self.ingest)
         if self.jetstream is not None:
             from sidewatch.daemon.jetstream import JetStreamCollector  # noqa: PLC0415
 
@@ -458,7 +460,7 @@ class Daemon:
                 taken.remove(key_of("policies"))
             else:
                 log.info("policies reloaded: the open waits of %d threads are re-audited", marked)
-        self.config = self.state.config = effective
+        self.config = self.state.config = self.ingest.config = effective
         log.info(
             "SIGHUP: config reloaded: %s",
             ", ".join(taken) if taken else "nothing that can change while running changed",
@@ -526,9 +528,9 @@ class Daemon:
 PRUNE_BUDGET_S = 2.0  # the longest pruning after one tick
 
 
-def _jetstream(state: AppState) -> JetStreamIngest | None:
+def _jetstream(config: Config, ingest: Ingest) -> JetStreamIngest | None:
     """The JetStream consumer (started with the app) when `nats` is configured."""
-    if state.config.nats is None:
+    if config.nats is None:
         return None
     try:
         from sidewatch.daemon.jetstream import JetStreamIngest  # noqa: PLC0415 - optional extra
@@ -537,7 +539,7 @@ def _jetstream(state: AppState) -> JetStreamIngest | None:
             f"nats is configured but its client is not installed ({e}): "
             "pip install 'sidewatch[nats]'"
         ) from e
-    return JetStreamIngest(state, state.config.nats)
+    return JetStreamIngest(ingest, config.nats)
 
 
 def head_deadline(seconds: float, max_connections: int | None = None) -> type[H11Protocol]:

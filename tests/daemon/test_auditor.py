@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import audit, ingest_unit, ref_protector
+from sidewatch.app.audit import Auditor, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.model import Thresholds
 from sidewatch.core.policy import DEFAULT_POLICY, Policy

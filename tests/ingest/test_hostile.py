@@ -15,7 +15,8 @@ import orjson
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from sidewatch.app.ingest import audit, ingest_unit
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY

@@ -13,7 +13,8 @@ import orjson
 import pytest
 from sqlalchemy import text
 
-from sidewatch.app.ingest import audit, ingest_unit, ref_protector
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import load_config
 from sidewatch.core.model import State
 from sidewatch.core.policy import DEFAULT_POLICY

@@ -13,7 +13,8 @@ import orjson
 import pytest
 import rfc8785
 
-from sidewatch.app.ingest import audit, classified, ingest_unit
+from sidewatch.app.audit import audit, classified
+from sidewatch.app.ingest import ingest_unit
 from sidewatch.core.engine import evaluate
 from sidewatch.core.model import Missing, Phase, State, Verdict
 from sidewatch.core.policy import DEFAULT_POLICY

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sidewatch.app.ingest import audit, ingest_unit, ref_protector
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
 from sidewatch.core.facts import FindingFact

@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sidewatch.app.ingest import Audited, audit, ingest_unit, ref_protector
+from sidewatch.app.audit import Audited, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
 from sidewatch.store.db import open_store

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sidewatch.app.ingest import Audited, audit, ingest_unit, ref_protector
+from sidewatch.app.audit import Audited, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.app.read import _timeline
 from sidewatch.config import Config
 from sidewatch.core.facts import AnswerFact

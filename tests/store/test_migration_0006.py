@@ -11,7 +11,7 @@ from alembic import command
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import IntegrityError
 
-from sidewatch.app.ingest import audit
+from sidewatch.app.audit import audit
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.store.db import _alembic_config, open_store
 from sidewatch.store.repo import Store

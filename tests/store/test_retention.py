@@ -11,7 +11,8 @@ import orjson
 from sqlalchemy import Engine, text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector, report
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.report import report
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS

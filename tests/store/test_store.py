@@ -9,7 +9,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from sidewatch.app.ingest import audit, ingest_unit, ref_protector
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.errors import StoreError
