@@ -146,8 +146,9 @@ class Auditor:
             accs[policy] = HistogramAcc(buckets)
         return accs[policy]
 
-    def tick(self, now_ms: int, clock: Callable[[], float] = time.time) -> TickReport:
-        """One audit pass at `now_ms`; raises StoreError when the store is unavailable."""
+    def tick(self, now_ms: int) -> TickReport:
+        """One audit pass at `now_ms`; raises StoreError when the store is unavailable. The
+        caller says when it succeeded (`succeeded`): the scheduler, by its clock."""
         start = time.perf_counter()
         dirty = self.state.dirty()
         marks = dict(dirty)
@@ -165,9 +166,14 @@ class Auditor:
         self.duration.observe(seconds)
         self.errors += errors
         self.ticks += 1
-        self.last_success = clock()
         self.snapshot = self._snapshot()
         return TickReport(len(threads), waits, transitions, errors, seconds)
+
+    def succeeded(self, at: float) -> None:
+        """The last tick completed at `at` (epoch seconds): exported, and what /readyz and
+        the stalled-auditor alert compare with the clock."""
+        self.last_success = at
+        self.snapshot = replace(self.snapshot, audit_last_success=at)
 
     def _batch(self, threads: list[str], marks: dict[str, int], now: int) -> tuple[int, int, int]:
         stored = self.state.records(threads)

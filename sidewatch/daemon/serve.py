@@ -399,6 +399,7 @@ class Daemon:
         the auditor that ran the tick, so never twice."""
         with self._audit_lock:
             report = self.auditor.tick(now)
+            self.auditor.succeeded(time.time())
         if self.alerts is not None:
             push_problems(self.auditor, self.alerts, now)
         # Then prune to store.retention for a quarter of the interval at most, in short

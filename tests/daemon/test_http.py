@@ -804,6 +804,7 @@ def test_readyz_is_ready_after_an_audit_tick(make_daemon: Callable[..., Daemon],
     daemon = make_daemon(audit_interval_ms=1000)
     daemon.state.started = time.time() - 3600
     daemon.auditor.tick(now)
+    daemon.auditor.succeeded(time.time())
 
     r = TestClient(daemon.app).get("/readyz")
 
@@ -863,7 +864,8 @@ def test_readyz_is_503_when_the_last_tick_is_older_than_three_intervals(
 ) -> None:
     daemon = make_daemon(audit_interval_ms=1000)
     daemon.state.started = time.time() - 3600
-    daemon.auditor.tick(now, clock=lambda: time.time() - 60)
+    daemon.auditor.tick(now)
+    daemon.auditor.succeeded(time.time() - 60)
 
     r = TestClient(daemon.app).get("/readyz")
 
