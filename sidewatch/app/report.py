@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import astuple
 from datetime import UTC, datetime
@@ -96,17 +95,18 @@ def write_reports(
     end_ms: int,
     formats: tuple[str, ...],
     retention_ms: int,
-    now: float | None = None,
+    now: float,
     external_url: str | None = None,
 ) -> list[Path]:
-    """Write the window's report in every format, then prune reports past retention."""
+    """Write the window's report in every format, then prune reports past retention at
+    `now` (epoch seconds)."""
     report = build()
     written = []
     for fmt in formats:
         path = directory / report_name(end_ms, fmt)
         write_atomic(path, render(report, fmt, external_url))
         written.append(path)
-    prune(directory, retention_ms, time.time() if now is None else now)
+    prune(directory, retention_ms, now)
     return written
 
 

@@ -375,7 +375,7 @@ class Daemon:
                 end,
                 cfg.report_formats,
                 cfg.report_retention_ms,
-                None,  # now
+                end / 1000,  # now: reports past retention are pruned as of the window's end
                 cfg.external_url,
             )
         except Exception:

@@ -6,8 +6,11 @@ so a new dependency of a layer is a decision written here, never an accident."""
 from __future__ import annotations
 
 import ast
+import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sidewatch"
 # The core's whole standard library: computation only (no clock, file, socket, process,
@@ -105,18 +108,77 @@ def test_core_never_reads_the_clock() -> None:
     assert [] == calls
 
 
-def test_layers_import_only_downwards() -> None:
+def _upward(package: Path) -> list[str]:
+    """Every import of a sidewatch layer its own allowlist does not name."""
     bad = []
     for layer, allowed in ALLOWED.items():
-        for p in (PACKAGE / layer).rglob("*.py"):
+        for p in (package / layer).rglob("*.py"):
             for name in _imports(p):
                 parts = name.split(".")
                 if parts[0] == "sidewatch" and len(parts) > 1:
                     target = parts[1]
                     if target not in allowed and target not in SHARED:
-                        bad.append(f"{p.relative_to(PACKAGE)}: {name}")
+                        bad.append(f"{p.relative_to(package)}: {name}")
+    return bad
+
+
+def test_layers_import_only_downwards() -> None:
+    assert [] == _upward(PACKAGE)
+
+
+@pytest.mark.parametrize(
+    ("module", "imported"),
+    [
+        ("store/repo.py", "sidewatch.app.ingest"),
+        ("app/ingest.py", "sidewatch.daemon.http"),
+        ("core/model.py", "sidewatch.store.repo"),
+        ("ingest/reader.py", "sidewatch.report.build"),
+        ("app/read.py", "sidewatch.cli.main"),
+    ],
+    ids=["store-imports-app", "app-imports-daemon", "core-imports-store", "sideways", "cli"],
+)
+def test_an_import_upwards_or_sideways_is_caught(
+    tmp_path: Path, module: str, imported: str
+) -> None:
+    package = tmp_path / "sidewatch"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    path = package / module
+    path.write_text(f"{path.read_text()}\n\ndef _late() -> None:\n    import {imported}\n")
+
+    assert [f"{module}: {imported}"] == _upward(package)
+
+
+# The transports of the daemon are independent of each other: each calls the application
+# layer, none reaches the use cases through another (the JetStream consumer once ingested
+# through the HTTP module).
+TRANSPORTS = {"http", "jetstream", "ui"}
+
+
+def test_no_transport_of_the_daemon_imports_another() -> None:
+    bad = [
+        f"{name}.py: {imported}"
+        for name in sorted(TRANSPORTS - {"http"})  # http mounts the pages' routes (ui)
+        for imported in _imports(PACKAGE / "daemon" / f"{name}.py")
+        if imported.removeprefix("sidewatch.daemon.") in TRANSPORTS
+    ]
 
     assert [] == bad
+
+
+# What the application layer may read of time: how long a tick took, never what time it is
+# (`now` is passed in, by the scheduler, the HTTP handler or the command).
+APP_CLOCKS = {"time", "time_ns", "now", "utcnow", "today", "monotonic"}
+
+
+def test_the_application_layer_never_reads_the_clock() -> None:
+    calls = [
+        f"{p.name}:{node.lineno}"
+        for p in (PACKAGE / "app").glob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in APP_CLOCKS
+    ]
+
+    assert [] == calls
 
 
 def test_each_layer_imports_only_the_libraries_listed_for_it() -> None:
