@@ -208,7 +208,8 @@ def _counted(chunks: Iterator[list[bytes]], limit: int | None, path: str) -> Ite
     for chunk in chunks:
         count += len(chunk)
         if limit is not None and count > limit:
-            raise TooLarge(f"{path}: {_too_many(count, limit)}")
+            # Not read to its end to be counted: how many lines it holds is not known.
+            raise TooLarge(f"{path}: over the limit of {limit} lines a unit: split the file")
         yield chunk
 
 
