@@ -16,7 +16,7 @@ from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.payload import NO_LABELS, Labels
-from sidewatch.ingest.reader import NDJSON_TYPES
+from sidewatch.ingest.reader import NDJSON_TYPES, frame, ndjson_file, read_file
 from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
@@ -97,19 +97,13 @@ def framed_unit(
     """The unit's lines, undone from gzip (within `max_inflated` bytes), read and counted
     before anything is stored: InputError when it holds no line, TooLarge when it inflates
     past `max_inflated` or has more than `max_lines`."""
-    from sidewatch.ingest.reader import frame  # noqa: PLC0415 (only ingest needs it)
-
     framed = frame(body, media_type, encoding, max_inflated)
     if not framed.items and not any(line.strip() for line in framed.lines):
         raise InputError("the body holds no line to ingest")
     count = len(framed.lines) + len(framed.items)
     if max_lines is not None and count > max_lines:
-        raise TooLarge(_too_many(count, max_lines))
+        raise TooLarge(f"{count} lines, over the limit of {max_lines} a unit: split the body")
     return framed
-
-
-def _too_many(count: int, limit: int) -> str:
-    return f"{count} lines, over the limit of {limit} a unit: split the body"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +175,6 @@ def ingest_file(
     """A file (`-`: standard input) as one unit, as `ingest_unit` stores the file's bytes,
     within the same `limits`. A plain NDJSON file is read a chunk at a time, so that its size
     never bounds the memory it takes; any other is read whole."""
-    from sidewatch.ingest.reader import ndjson_file, read_file  # noqa: PLC0415
-
     chunks = ndjson_file(path)
     read: Callable[[Interpreter], UnitResult]
     if chunks is None:
