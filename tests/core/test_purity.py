@@ -6,6 +6,8 @@ so a new dependency of a layer is a decision written here, never an accident."""
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -197,3 +199,18 @@ def test_every_package_of_sidewatch_is_a_layer_with_its_allowlists() -> None:
     packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
 
     assert packages == set(ALLOWED) == set(LIBRARIES)
+
+
+def test_the_readme_draws_every_layer_in_five_lines_in_the_order_allowed() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text()
+    development = readme[readme.index("## Development") :]
+    block = development[development.index("```text\n") + 8 :]
+    drawing = block[: block.index("```")].splitlines()
+    named = [re.findall(r"\b[a-z_]+\b", line.strip().split("  ")[0]) for line in drawing[:4]]
+    rows = [set(words) & set(ALLOWED) for words in named]
+
+    assert 5 == len(drawing)
+    assert set(ALLOWED) == set().union(*rows) | {"tap"}
+    for upper, lower in itertools.pairwise(rows):  # each row may use the one below
+        assert all(lower <= ALLOWED[layer] for layer in upper - {"cli"})
+    assert all(name in drawing[4] for name in (*SHARED, "tap"))
