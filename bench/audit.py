@@ -29,6 +29,7 @@ from pgdb import pg_database
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from sqlalchemy import Engine
 
+from sidewatch.app.audit import BATCH, Auditor
 from sidewatch.config import Config
 from sidewatch.core.facts import (
     HeartbeatFact,
@@ -38,7 +39,6 @@ from sidewatch.core.facts import (
     SignalFact,
     SignalKind,
 )
-from sidewatch.daemon.auditor import BATCH, Auditor
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.store.auditstate import STATE_COLS, TRANSITION_COLS, bulk_insert, copy_rows

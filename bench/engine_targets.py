@@ -31,10 +31,10 @@ from urllib.parse import quote
 import orjson
 from pgdb import pg_database
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY, Need
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.daemon.serve import Daemon
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from ingest import stream
 from pgdb import pg_database
 
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 

@@ -67,7 +67,7 @@ class OnePerTransaction(JetStreamIngest):
             meta = msg.metadata
             outcome = await run_in_threadpool(
                 handle,
-                self.app,
+                self.ingest,
                 f"nats:{src.stream}",
                 msg.data,
                 msg.headers,
@@ -106,7 +106,7 @@ async def consume(kind: type[JetStreamIngest], n: int, batch: int) -> tuple[floa
         with pg_database() as db_url:
             source = NatsSource(NATS_URL, stream, subject=f"{subject}.>", batch=batch)
             daemon = Daemon(Config(db_url=db_url, nats=source))
-            consumer = kind(daemon.state, source)
+            consumer = kind(daemon.ingest, source)
             started = time.perf_counter()
             consumer.start()
             while sum(consumer.outcomes.values()) < n:

@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from audit import NOW, populate
 
+from sidewatch.app.audit import audit
+from sidewatch.app.report import render, report
 from sidewatch.config import Config
-from sidewatch.daemon.pipeline import audit, report
-from sidewatch.daemon.reports import render
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 

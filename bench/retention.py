@@ -36,10 +36,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.errors import StoreError
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
 from sidewatch.store.db import open_store

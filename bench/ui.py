@@ -20,10 +20,10 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
 from sidewatch.daemon.ui import render_detail
-from sidewatch.daemon.waits import wait_detail
 from tests.daemon.test_http import NDJSON, heartbeat, ndjson, requested, route
 
 with warnings.catch_warnings():
@@ -70,7 +70,7 @@ def main() -> None:
         timeline = len(client.get(f"/v1/waits/{rid}").json()["timeline"])
         api, api_size = timed(client, f"/v1/waits/{rid}", args.runs)
         page, page_size = timed(client, f"/ui/waits/{rid}", args.runs)
-        detail = wait_detail(daemon.store, daemon.auditor, rid)
+        detail = Read(daemon.store, daemon.auditor.policy_for).wait(rid, now)
         assert detail is not None
         renders = []
         for _ in range(args.runs):

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from sidewatch.app.report import render
 from sidewatch.core.health import classify
 from sidewatch.core.model import WaitEvidence
 from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.core.text import AT, label, safe
-from sidewatch.daemon.reports import render
 from sidewatch.daemon.serve import LOG_MESSAGE_LIMIT, JsonLogs
 from sidewatch.exporters.alertmanager import NO_ID, AlertmanagerPush, ProblemWait
 from sidewatch.report.verdicts import audit_table, verdict_json

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, inspect
 
+from sidewatch.app.audit import Auditor, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.report import render, report
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector, report
-from sidewatch.daemon.reports import render
 from sidewatch.daemon.serve import Daemon
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store

@@ -29,7 +29,7 @@ from sidewatch.config import (
     read_config_file,
     read_token_files,
 )
-from sidewatch.errors import ConfigError, SidewatchError, StoreRefused
+from sidewatch.errors import ConfigError, SidewatchError, StoreRefused, TooLarge
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -250,29 +250,33 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     allowed. A unit is stored whole or not at all; ingesting it again changes nothing.
     Bad lines are listed with their line numbers and the rest is still stored.
 
-    A file whose data the store refuses (a value the database cannot hold) is reported on
-    one line, nothing of it is stored, and the other files go on.
+    A file is held to the limits a request body is (server.maxInflatedBytes,
+    server.maxLinesPerUnit, server.maxLineBytes). A file over them, or whose data the
+    store refuses (a value the database cannot hold), is reported on one line, nothing
+    of it is stored, and the other files go on.
 
     Exit status: 0 when no line was rejected, 1 when any was (or any file was refused).
     """
-    from sidewatch.daemon.pipeline import ingest_file, ref_protector
+    from sidewatch.app.ingest import Ingest, ref_protector
     from sidewatch.store.repo import Store
 
     cfg = _config(config_path, db)
     any_rejected = False
     show_progress = sys.stderr.isatty()
     with _store(cfg) as engine:
-        store, protect = Store(engine), ref_protector(engine, cfg)
-        labels = cfg.decision_labels
+        store = Store(engine)
+        ingest = Ingest(store, ref_protector(engine, cfg), cfg)
         for n, path in enumerate(paths, start=1):
             if show_progress:
                 size = "" if path == "-" else f": {os.path.getsize(path) / 1e6:.1f} MB"
                 click.echo(f"[{n}/{len(paths)}] {path}{size} …", err=True)
             try:
                 with _few_collections():
-                    summary = ingest_file(
-                        store, path, int(time.time() * 1000), protect, labels, cfg.frontend_tools
-                    )
+                    summary = ingest.file(path, int(time.time() * 1000))
+            except TooLarge as e:  # this file, not the store: the next file goes on
+                click.echo(f"sidewatch: error: {e}; nothing of it was stored", err=True)
+                any_rejected = True
+                continue
             except StoreRefused as e:  # this file's data, not the store: the next file goes on
                 click.echo(
                     f"sidewatch: error: {path}: the store refused its data ({e.reason}); "
@@ -326,7 +330,7 @@ def audit_cmd(
 def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: bool) -> None:
     import orjson
 
-    from sidewatch.daemon.pipeline import audit
+    from sidewatch.app.audit import audit
     from sidewatch.report.verdicts import audit_json, audit_table
 
     waits = [
@@ -352,7 +356,7 @@ def demo(fmt: str) -> None:
     ORPHANED one, one STUCK_AFTER_DECISION and one CLOSED_BY_DECLINE, evaluated at
     2026-07-26T16:30:00Z with the default policy. Needs no set-up and touches no store of yours.
     """
-    from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+    from sidewatch.app.ingest import Ingest, ref_protector
     from sidewatch.store.repo import Store
 
     body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
@@ -360,9 +364,8 @@ def demo(fmt: str) -> None:
         cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
         with _store(cfg) as engine:
             store = Store(engine)
-            ingest_unit(
-                store, "seed-audit.ndjson", body, _parse_at(DEMO_AT), ref_protector(engine, cfg)
-            )
+            ingest = Ingest(store, ref_protector(engine, cfg), cfg)
+            ingest.unit("seed-audit.ndjson", body, None, "identity", _parse_at(DEMO_AT))
             _print_audit(store, cfg, _parse_at(DEMO_AT), fmt, False)
 
 
@@ -486,8 +489,7 @@ def report_cmd(
     with its evidence, owner, next safe move and thresholds, transitions, latency
     percentiles, the longest waits, protocol findings, ingest health, and the change since
     the previous window."""
-    from sidewatch.daemon.pipeline import report
-    from sidewatch.daemon.reports import render, report_name, write_atomic
+    from sidewatch.app.report import render, report, report_name, write_atomic
     from sidewatch.report.verdicts import FIRST_MS
     from sidewatch.store.repo import Store
 

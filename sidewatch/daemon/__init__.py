@@ -1,2 +1,2 @@
-"""The service layer: the pipelines that join ingest, store and the health model (used by the
-CLI today, and by `sidewatch serve`'s HTTP ingest and scheduled auditor)."""
+"""How sidewatch is reached: the HTTP API and its pages, the JetStream consumer, the scheduler
+and the wiring of `sidewatch serve`. What they do is the application layer's (sidewatch.app)."""

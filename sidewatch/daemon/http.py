@@ -8,11 +8,8 @@ import asyncio
 import gzip
 import hmac
 import logging
-import threading
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,50 +24,44 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import Ingest, IngestSummary, media_and_encoding
+from sidewatch.app.read import Read
 from sidewatch.config import Config, Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
-from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.openapi import OPENAPI
 from sidewatch.daemon.origin import SameOrigin
-from sidewatch.daemon.pipeline import (
-    IngestSummary,
-    ReadUnit,
-    framed_unit,
-    ingest_unit,
-    ingest_units,
-)
 from sidewatch.daemon.selfwatch import CountAnswers, SelfCounters
 from sidewatch.daemon.ui import ROUTES as UI_ROUTES
-from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
-from sidewatch.exporters.snapshot import IngestCounters
-from sidewatch.ingest.digest import RefProtector
-from sidewatch.ingest.reader import NDJSON_TYPES, gunzip
 from sidewatch.report.verdicts import iso
 from sidewatch.store.db import revision
 from sidewatch.store.repo import Store
 
 log = logging.getLogger("sidewatch.http")
 
-MEDIA_TYPES = {*NDJSON_TYPES, "application/json", "text/event-stream", "text/plain"}
-
 
 @dataclass
 class AppState:
+    """What the HTTP API serves from: the config in force, and the use cases it calls."""
+
     config: Config
     store: Store
     auditor: Auditor
-    protect: RefProtector
-    counters: IngestCounters
+    ingest: Ingest
+    read: Read
     registry: CollectorRegistry
     started: float = field(default_factory=time.time)
     # Whether this replica holds the audit lease (a lone daemon does, once it claimed it).
     lease_held: Callable[[], bool] = lambda: True
-    # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
-    write_lock: threading.Lock = field(default_factory=threading.Lock)
     selfwatch: SelfCounters = field(default_factory=SelfCounters)  # answers, report runs
     # What else keeps this replica from being ready (a JetStream consumer cut off, say).
     problems: Callable[[], list[str]] = list
+
+
+def now_ms() -> int:
+    """The wall clock, read by the shell and passed in: the application layer reads none."""
+    return int(time.time() * 1000)
 
 
 def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -156,23 +147,6 @@ async def _read_body(request: Request, limit: int, timeout_ms: int) -> bytes | R
     return b"".join(chunks)
 
 
-def media_and_encoding(
-    content_type: str | None, content_encoding: str | None
-) -> tuple[str | None, str] | str:
-    """The unit's media type (None: sniffed) and encoding from its headers, or why they are
-    not supported (HTTP's 415)."""
-    media = (content_type or "").split(";")[0].strip().lower() or None
-    if media is not None and media not in MEDIA_TYPES:
-        return (
-            f"unsupported media type {media!r}; send application/x-ndjson, "
-            "application/json or text/event-stream"
-        )
-    encoding = (content_encoding or "identity").strip().lower()
-    if encoding not in ("identity", "gzip"):
-        return f"unsupported content encoding {encoding!r}; send gzip or none"
-    return (None if media == "text/plain" else media), encoding
-
-
 @_authorized("ingest")
 async def post_events(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
@@ -186,7 +160,9 @@ async def post_events(request: Request) -> Response:
         return body
     source = f"http:{request.client.host if request.client else '?'}"
     try:
-        summary = await _finished(run_in_threadpool(ingest, app, source, body, media, encoding))
+        summary = await _finished(
+            run_in_threadpool(app.ingest.unit, source, body, media, encoding, now_ms())
+        )
     except TooLarge as e:
         return _error(413, str(e))
     except StoreRefused as e:
@@ -226,78 +202,6 @@ async def _finished(work: Awaitable[IngestSummary]) -> IngestSummary:
         return await job
 
 
-def ingest(
-    app: AppState,
-    source: str,
-    body: bytes,
-    media: str | None,
-    encoding: str = "identity",
-    received_at: int | None = None,
-    key: str | None = None,
-) -> IngestSummary:
-    """The one ingest path of HTTP and JetStream (blocking; run it in a worker thread): undo
-    gzip, interpret, commit the unit, count its lines. Raises InputError (unreadable),
-    TooLarge, StoreRefused (the store refused its data) or StoreError (store unavailable);
-    each time nothing was stored."""
-    cfg = app.config
-    if encoding == "gzip" or body[:2] == b"\x1f\x8b":
-        body = gunzip(body, cfg.max_inflated_bytes)
-    now = int(time.time() * 1000) if received_at is None else received_at
-    sqlite = app.store.engine.dialect.name == "sqlite"
-    with app.write_lock if sqlite else nullcontext():
-        summary = ingest_unit(
-            app.store,
-            source,
-            body,
-            now,
-            app.protect,
-            media,
-            cfg.max_lines_per_unit,
-            cfg.max_line_bytes,
-            key,
-            cfg.decision_labels,
-            cfg.frontend_tools,
-        )
-    app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
-    return summary
-
-
-def read_unit(
-    app: AppState,
-    source: str,
-    body: bytes,
-    media: str | None,
-    encoding: str,
-    received_at: int,
-    key: str | None = None,
-) -> ReadUnit:
-    """A unit undone from gzip and framed within the limits, as `ingest` reads it; raises
-    InputError or TooLarge (nothing touches the store)."""
-    cfg = app.config
-    if encoding == "gzip" or body[:2] == b"\x1f\x8b":
-        body = gunzip(body, cfg.max_inflated_bytes)
-    return ReadUnit(source, framed_unit(body, media, cfg.max_lines_per_unit), received_at, key)
-
-
-def ingest_read(app: AppState, units: Sequence[ReadUnit]) -> list[IngestSummary]:
-    """Read units committed in one transaction (blocking), then counted; raises StoreRefused
-    or StoreError, each time nothing was stored."""
-    cfg = app.config
-    sqlite = app.store.engine.dialect.name == "sqlite"
-    with app.write_lock if sqlite else nullcontext():
-        summaries = ingest_units(
-            app.store,
-            units,
-            app.protect,
-            cfg.max_line_bytes,
-            cfg.decision_labels,
-            cfg.frontend_tools,
-        )
-    for summary in summaries:
-        app.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
-    return summaries
-
-
 @_authorized("read")
 async def get_waits(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
@@ -329,7 +233,7 @@ async def get_waits(request: Request) -> Response:
         }
     )
     try:
-        body = await run_in_threadpool(waits_now, app.store, app.auditor, states, limit)
+        body = await run_in_threadpool(app.read.waits, states, limit, now_ms())
     except StoreError:
         return _error(503, "store unavailable")
     return _json(body)
@@ -340,7 +244,7 @@ async def get_wait(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
     request_id = request.path_params["request_id"]
     try:
-        body = await run_in_threadpool(wait_detail, app.store, app.auditor, request_id)
+        body = await run_in_threadpool(app.read.wait, request_id, now_ms())
     except StoreError:
         return _error(503, "store unavailable")
     except StoreRefused:  # a requestId the store cannot even hold (a NUL) names no wait
@@ -352,7 +256,7 @@ async def get_wait(request: Request) -> Response:
             else ": a requestId is threadId/interruptId, as GET /v1/waits lists them"
         )
         try:
-            before = await run_in_threadpool(app.store.pruned_before)
+            before = await run_in_threadpool(app.read.pruned_before)
         except StoreError:
             before = None
         if before is not None:  # it may have been, and was pruned (store.retention)

@@ -22,9 +22,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
+from sidewatch.app.ingest import Ingest, ReadUnit, media_and_encoding
 from sidewatch.config import NatsSource
-from sidewatch.daemon.http import AppState, ingest, ingest_read, media_and_encoding, read_unit
-from sidewatch.daemon.pipeline import ReadUnit
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 
 log = logging.getLogger("sidewatch.nats")
@@ -44,25 +43,19 @@ class Outcome(StrEnum):
 
 
 def handle(
-    app: AppState,
+    ingest: Ingest,
     source: str,
     body: bytes,
     headers: Mapping[str, str] | None,
     received_at: int,
     key: str,
 ) -> Outcome:
-    """One message through the HTTP ingest path (blocking; run it in a worker thread). What
-    HTTP answers with 400, 413 or 415 is UNREADABLE (REFUSED: the store refused its data)
-    here; its 503 is RETRY."""
-    head = {k.lower(): v for k, v in (headers or {}).items()}
-    decoded = media_and_encoding(head.get("content-type"), head.get("content-encoding"))
-    limit = app.config.max_body_bytes
+    """One message through the ingest path HTTP takes too (blocking; run it in a worker
+    thread). What HTTP answers with 400, 413 or 415 is UNREADABLE (REFUSED: the store
+    refused its data) here; its 503 is RETRY."""
     try:
-        if isinstance(decoded, str):
-            raise InputError(decoded)
-        if len(body) > limit:
-            raise TooLarge(f"message of {len(body)} bytes is over the limit of {limit}")
-        summary = ingest(app, source, body, *decoded, received_at=received_at, key=key)
+        media, encoding = _decoded(ingest, body, headers)
+        summary = ingest.unit(source, body, media, encoding, received_at, key)
     except StoreRefused as e:
         # Redelivered, it would be refused again and hold back every message behind it.
         log.warning(
@@ -91,7 +84,7 @@ class Delivered:
     key: str
 
 
-def handle_batch(app: AppState, source: str, batch: Sequence[Delivered]) -> list[Outcome]:
+def handle_batch(ingest: Ingest, source: str, batch: Sequence[Delivered]) -> list[Outcome]:
     """A fetched batch through the ingest path in ONE transaction (blocking), each message's
     outcome as `handle` would give it: what cannot be read is UNREADABLE before the store is
     touched; the rest are committed together (STORED, or DUPLICATE for a key stored before),
@@ -102,18 +95,22 @@ def handle_batch(app: AppState, source: str, batch: Sequence[Delivered]) -> list
     read: list[tuple[int, ReadUnit]] = []
     for n, msg in enumerate(batch):
         try:
-            read.append((n, _read(app, source, msg)))
+            media, encoding = _decoded(ingest, msg.body, msg.headers)
+            unit = ingest.read(source, msg.body, media, encoding, msg.received_at, msg.key)
+            read.append((n, unit))
         except (InputError, TooLarge) as e:
             # The reason names the problem (a line number, a size), never the content.
             log.warning("JetStream message %s terminated, it cannot be read: %s", msg.key, e)
             outcomes[n] = Outcome.UNREADABLE
     if read:
         try:
-            summaries = ingest_read(app, [unit for _, unit in read])
+            summaries = ingest.units([unit for _, unit in read])
         except StoreRefused:
             for n, _ in read:
                 msg = batch[n]
-                outcomes[n] = handle(app, source, msg.body, msg.headers, msg.received_at, msg.key)
+                outcomes[n] = handle(
+                    ingest, source, msg.body, msg.headers, msg.received_at, msg.key
+                )
         except StoreError as e:
             log.warning(
                 "JetStream messages %s to %s (%d) not acknowledged, to be delivered again: %s",
@@ -130,15 +127,19 @@ def handle_batch(app: AppState, source: str, batch: Sequence[Delivered]) -> list
     return [o for o in outcomes if o is not None]
 
 
-def _read(app: AppState, source: str, msg: Delivered) -> ReadUnit:
-    head = {k.lower(): v for k, v in (msg.headers or {}).items()}
+def _decoded(
+    ingest: Ingest, body: bytes, headers: Mapping[str, str] | None
+) -> tuple[str | None, str]:
+    """A message's media type and encoding from its headers, within the body limit a request
+    has; raises InputError or TooLarge."""
+    head = {k.lower(): v for k, v in (headers or {}).items()}
     decoded = media_and_encoding(head.get("content-type"), head.get("content-encoding"))
     if isinstance(decoded, str):
         raise InputError(decoded)
-    limit = app.config.max_body_bytes
-    if len(msg.body) > limit:
-        raise TooLarge(f"message of {len(msg.body)} bytes is over the limit of {limit}")
-    return read_unit(app, source, msg.body, *decoded, msg.received_at, msg.key)
+    limit = ingest.config.max_body_bytes
+    if len(body) > limit:
+        raise TooLarge(f"message of {len(body)} bytes is over the limit of {limit}")
+    return decoded
 
 
 def unit_key(stream: str, created: datetime | None, sequence: int) -> str:
@@ -158,8 +159,8 @@ class JetStreamIngest:
     """The consumer's background task: connects (and reconnects) to NATS, makes sure the
     durable consumer exists, and feeds each fetched message to `handle`."""
 
-    def __init__(self, app: AppState, source: NatsSource) -> None:
-        self.app = app
+    def __init__(self, ingest: Ingest, source: NatsSource) -> None:
+        self.ingest = ingest
         self.source = source
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -329,7 +330,7 @@ class JetStreamIngest:
             for msg in msgs
         ]
         work = asyncio.ensure_future(
-            run_in_threadpool(handle_batch, self.app, f"nats:{src.stream}", delivered)
+            run_in_threadpool(handle_batch, self.ingest, f"nats:{src.stream}", delivered)
         )
         # The batch's one transaction may outlast ackWait (a slow disk, a loaded host): tell
         # JetStream the messages are in progress, or it delivers them all again meanwhile.

@@ -34,18 +34,19 @@ from prometheus_client.registry import Collector
 from sqlalchemy.exc import StatementError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sidewatch import __version__
+from sidewatch.app.audit import Auditor, TickReport, push_problems
+from sidewatch.app.ingest import Ingest, ref_protector
+from sidewatch.app.read import Read
+from sidewatch.app.report import report, write_reports
 from sidewatch.config import Config
 from sidewatch.core.policy import Policy
 from sidewatch.core.text import cap, clean, safe
-from sidewatch.daemon.auditor import Auditor, TickReport, push_problems
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.listen import bind, check_listen
-from sidewatch.daemon.pipeline import ref_protector, report
+from sidewatch.daemon.protocol import head_deadline
 from sidewatch.daemon.reload import key_of, reloaded
-from sidewatch.daemon.reports import write_reports
 from sidewatch.daemon.selfwatch import SelfCollector
 from sidewatch.errors import LeaseLost, SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
@@ -234,6 +235,7 @@ class Daemon:
         if self.lease.held:  # the counters were just loaded from the store, in this term
             self._snapshot_epoch = self.lease.epoch
         self.counters = self.auditor.ingest
+        self.ingest = Ingest(self.store, ref_protector(self.engine, config), config, self.counters)
         registry = CollectorRegistry()
         registry.register(
             SnapshotCollector(
@@ -251,12 +253,12 @@ class Daemon:
             config,
             self.store,
             self.auditor,
-            ref_protector(self.engine, config),
-            self.counters,
+            self.ingest,
+            Read(self.store, self.auditor.policy_for),
             registry,
             lease_held=lambda: self.lease.verified,
         )
-        self.jetstream = _jetstream(self.state)
+        self.jetstream = _jetstream(config, self.ingest)
         if self.jetstream is not None:
             from sidewatch.daemon.jetstream import JetStreamCollector  # noqa: PLC0415
 
@@ -373,7 +375,7 @@ class Daemon:
                 end,
                 cfg.report_formats,
                 cfg.report_retention_ms,
-                None,  # now
+                end / 1000,  # now: reports past retention are pruned as of the window's end
                 cfg.external_url,
             )
         except Exception:
@@ -397,6 +399,7 @@ class Daemon:
         the auditor that ran the tick, so never twice."""
         with self._audit_lock:
             report = self.auditor.tick(now)
+            self.auditor.succeeded(time.time())
         if self.alerts is not None:
             push_problems(self.auditor, self.alerts, now)
         # Then prune to store.retention for a quarter of the interval at most, in short
@@ -458,7 +461,7 @@ class Daemon:
                 taken.remove(key_of("policies"))
             else:
                 log.info("policies reloaded: the open waits of %d threads are re-audited", marked)
-        self.config = self.state.config = effective
+        self.config = self.state.config = self.ingest.config = effective
         log.info(
             "SIGHUP: config reloaded: %s",
             ", ".join(taken) if taken else "nothing that can change while running changed",
@@ -526,9 +529,9 @@ class Daemon:
 PRUNE_BUDGET_S = 2.0  # the longest pruning after one tick
 
 
-def _jetstream(state: AppState) -> JetStreamIngest | None:
+def _jetstream(config: Config, ingest: Ingest) -> JetStreamIngest | None:
     """The JetStream consumer (started with the app) when `nats` is configured."""
-    if state.config.nats is None:
+    if config.nats is None:
         return None
     try:
         from sidewatch.daemon.jetstream import JetStreamIngest  # noqa: PLC0415 - optional extra
@@ -537,76 +540,7 @@ def _jetstream(state: AppState) -> JetStreamIngest | None:
             f"nats is configured but its client is not installed ({e}): "
             "pip install 'sidewatch[nats]'"
         ) from e
-    return JetStreamIngest(state, state.config.nats)
-
-
-def head_deadline(seconds: float, max_connections: int | None = None) -> type[H11Protocol]:
-    """uvicorn's HTTP/1.1 protocol with a deadline on each request's head. uvicorn times out
-    only idle connections between requests, and any byte resets that; a client that opens a
-    connection and withholds or trickles its headers (slowloris) would hold it forever. Past
-    the deadline it gets a 408 (when part of a head came) and the connection is closed. The
-    body has its own deadline in the application (server.requestTimeout too).
-
-    With `max_connections`, no more connections are held open: the next one closes the
-    oldest that is not in the middle of a request (an idle keep-alive, a head still coming),
-    so idle sockets cannot use up the open files and keep /healthz and ingest out. When all
-    are mid-request, the new one gets a 503."""
-
-    # Open connections, oldest first (a dict keeps insertion order).
-    held: dict[H11Protocol, None] = {}
-
-    class HeadDeadline(H11Protocol):
-        _deadline: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
-            self._arm(None)
-            held[self] = None
-            if max_connections is not None and len(held) > max_connections:
-                victim = next(c for c in held if c.cycle is None or c.cycle.response_complete)
-                held.pop(victim)
-                if victim is self:
-                    self._refuse(b"503 Service Unavailable", "too many connections; retry later")
-                else:
-                    victim.transport.close()
-
-        def on_response_complete(self) -> None:
-            answered = self.cycle
-            super().on_response_complete()
-            self._arm(answered)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            held.pop(self, None)
-            if self._deadline is not None:
-                self._deadline.cancel()
-            super().connection_lost(exc)
-
-        def _arm(self, answered: Any) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-            self._deadline = self.loop.call_later(seconds, self._late, answered)
-
-        def _late(self, answered: Any) -> None:
-            # A new request cycle means its head did arrive: the body deadline takes over.
-            if self.cycle is not answered or self.transport.is_closing():
-                return
-            if self.conn.trailing_data[0]:  # part of a head came, and then not the rest
-                self._refuse(
-                    b"408 Request Timeout",
-                    f"the request head did not arrive within {seconds:g}s (server.requestTimeout)",
-                )
-            self.transport.close()
-
-        def _refuse(self, status: bytes, message: str) -> None:
-            """Answers `status` outside any request cycle, and closes the connection."""
-            body = orjson.dumps({"error": message})
-            self.transport.write(
-                b"HTTP/1.1 %s\r\ncontent-type: application/json\r\n"
-                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (status, len(body), body)
-            )
-            self.transport.close()
-
-    return HeadDeadline
+    return JetStreamIngest(ingest, config.nats)
 
 
 # Open files the daemon needs besides its connections: store connections (three files each

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import shlex
+import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from sidewatch.app.read import Read
 from sidewatch.config import Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, SEVERITY, State
 from sidewatch.core.text import safe, wait_page_url
-from sidewatch.daemon.waits import wait_detail, waits_now
 from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.report.html import CSS as REPORT_CSS
 from sidewatch.report.html import _dur, _ms  # the report's own time formats
@@ -194,10 +195,10 @@ async def latest_report(request: Request) -> Response:
     return Response(path.read_bytes(), 200, HEADERS, media_type="text/html; charset=utf-8")
 
 
-def list_waits(store: Any, auditor: Any, filters: Mapping[str, str]) -> dict[str, Any]:
+def list_waits(read: Read, filters: Mapping[str, str], now: int) -> dict[str, Any]:
     """The list page's data: every wait now, most urgent first, with the counts per state
     before filtering and the choices each filter offers."""
-    everything = waits_now(store, auditor, {s.value for s in State}, LISTED)["waits"]
+    everything = read.waits({s.value for s in State}, LISTED, now)["waits"]
     waits = sorted(
         everything,
         key=lambda w: (RANK[w["state"]], w["evidence"]["requestedAt"] or "", w["requestId"]),
@@ -239,7 +240,7 @@ async def waits_page(request: Request) -> Response:
     if filters["uncertain"] not in ("", "yes", "no"):
         return page("error.html", 400, title="Bad filter", message="uncertain is yes or no")
     try:
-        data = await run_in_threadpool(list_waits, app.store, app.auditor, filters)
+        data = await run_in_threadpool(list_waits, app.read, filters, _now_ms())
     except StoreError:
         return page("error.html", 503, title="Store unavailable", message="Try again shortly.")
     return page("waits.html", title="Waits", filters=filters, **data)
@@ -353,8 +354,13 @@ def detail_context(w: dict[str, Any], base: str) -> dict[str, Any]:
     }
 
 
+def _now_ms() -> int:
+    """The wall clock, read here and passed in: the application layer reads none."""
+    return int(time.time() * 1000)
+
+
 def render_detail(w: dict[str, Any], base: str = "") -> str:
-    """One wait's page (pure: a function of `wait_detail`'s answer)."""
+    """One wait's page (pure: a function of `Read.wait`'s answer)."""
     return ENV.get_template("wait.html").render(title=w["requestId"], **detail_context(w, base))
 
 
@@ -364,7 +370,7 @@ async def wait_page(request: Request) -> Response:
     app = request.app.state.sidewatch
     request_id = request.path_params["request_id"]
     try:
-        body = await run_in_threadpool(wait_detail, app.store, app.auditor, request_id)
+        body = await run_in_threadpool(app.read.wait, request_id, _now_ms())
     except StoreError:
         return page("error.html", 503, title="Store unavailable", message="Try again shortly.")
     except StoreRefused:  # a requestId the store cannot even hold (a NUL) names no wait

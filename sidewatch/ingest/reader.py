@@ -1,8 +1,8 @@
 """Framing: one ingest unit (a file or a request body) into numbered lines.
 
 Bodies may be NDJSON, a JSON array, a single JSON object (also pretty-printed), or the SSE
-text the AG-UI encoder writes; gzip is undone first. Lines stay bytes where they can, so the
-interpreter can skip irrelevant events without parsing them.
+text the AG-UI encoder writes; gzip is undone first, here only (`inflated`). Lines stay bytes
+where they can, so the interpreter can skip irrelevant events without parsing them.
 """
 
 from __future__ import annotations
@@ -22,12 +22,25 @@ Line = tuple[int, bytes | Any]  # (line number, raw bytes or an already-parsed v
 
 _SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/ndjson")
+GZIP = b"\x1f\x8b"  # how a gzip member starts
+
+
+def inflated(body: bytes, encoding: str = "identity", limit: int | None = None) -> bytes:
+    """The body with gzip undone: the one place it is, for HTTP bodies, JetStream messages and
+    files alike. Gzip is undone when `encoding` says so or the body starts as gzip, and once
+    more when what came out is gzip again (a `.gz` file sent with `Content-Encoding: gzip`),
+    each time within `limit` bytes (TooLarge past it)."""
+    for _ in range(2):
+        if encoding != "gzip" and body[:2] != GZIP:
+            break
+        body, encoding = gunzip(body, limit), "identity"
+    return body
 
 
 def gunzip(body: bytes, limit: int | None = None) -> bytes:
     """Undo gzip, every member of it (concatenated .gz files are one stream, as gzip -d
     reads them), refusing to inflate past `limit` bytes in all (a gzip bomb is an input
-    error). The one gzip reader of HTTP bodies, JetStream messages and files."""
+    error). Called by `inflated`."""
     chunks: list[bytes] = []
     size, rest = 0, body
     while True:
@@ -46,7 +59,7 @@ def gunzip(body: bytes, limit: int | None = None) -> bytes:
         rest = d.unused_data
         if not rest.strip(b"\0"):  # gzip's own reader allows zero padding at the end
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if rest[:2] != b"\x1f\x8b":
+        if rest[:2] != GZIP:
             raise InputError("body is not valid gzip: bytes after its last member")
 
 
@@ -59,14 +72,19 @@ class Framed:
     items: list[Line] = field(default_factory=list)
 
 
-def frame(body: bytes, media_type: str | None = None) -> Framed:
-    """The unit's lines: NDJSON stays a list of raw lines, so that the interpreter can drop
-    the bulk of irrelevant events in one pass without a Python call per line."""
-    if body[:2] == b"\x1f\x8b":
-        body = gunzip(body)
+def frame(
+    body: bytes,
+    media_type: str | None = None,
+    encoding: str = "identity",
+    max_inflated: int | None = None,
+) -> Framed:
+    """The unit's lines, gzip undone (`inflated`): NDJSON stays a list of raw lines, so that
+    the interpreter can drop the bulk of irrelevant events in one pass without a Python call
+    per line."""
+    body = inflated(body, encoding, max_inflated)
     if _is_ndjson(body, media_type):
         return Framed(lines=body.split(b"\n"))
-    return Framed(items=list(frames(body, media_type)))
+    return Framed(items=list(_frames(body, media_type)))
 
 
 def _is_ndjson(body: bytes, media_type: str | None) -> bool:
@@ -95,8 +113,10 @@ def _parses(text: bytes) -> bool:
 def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:
     """The numbered lines of a unit. Line numbers are 1-based lines of the (unzipped) text; in a
     JSON array they are element numbers."""
-    if body[:2] == b"\x1f\x8b":
-        body = gunzip(body)
+    yield from _frames(inflated(body), media_type)
+
+
+def _frames(body: bytes, media_type: str | None) -> Iterator[Line]:
     head = body.lstrip()[:8]
     if media_type == "text/event-stream" or (media_type is None and head.startswith(_SSE_FIELDS)):
         yield from sse_items(body)
@@ -143,7 +163,7 @@ def ndjson_file(path: str) -> Iterator[list[bytes]] | None:
     nl = first.find(b"\n")
     head = first[:64].lstrip()
     plain = (
-        first[:2] != b"\x1f\x8b"
+        first[:2] != GZIP
         and nl >= 0
         and bool(first.strip())
         and not head.startswith((*_SSE_FIELDS, b"["))
@@ -175,7 +195,7 @@ def _chunks(fh: BinaryIO, chunk: bytes, path: str) -> Iterator[list[bytes]]:
 
 
 def read_file(path: str) -> bytes:
-    """A file's bytes (`-` is standard input), gzip undone when the file is gzip."""
+    """A file's bytes (`-` is standard input), as they are: gzip is undone by `frame`."""
     try:
         if path == "-":
             data = sys.stdin.buffer.read()
@@ -184,9 +204,4 @@ def read_file(path: str) -> bytes:
                 data = fh.read()
     except OSError as e:
         raise InputError(f"{path}: {e.strerror or e}") from e
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gunzip(data)  # the operator's own file: no inflate limit
-        except InputError as e:
-            raise InputError(f"{path}: {e}") from e
     return data

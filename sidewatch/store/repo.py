@@ -287,14 +287,6 @@ class Store:
         ):
             yield UnitBatch(conn)
 
-    def counts(self) -> dict[str, int]:
-        """Rows per fact table, for summaries and tests."""
-        with self.engine.connect() as conn:
-            return {
-                t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one())
-                for t in _TABLES.values()
-            }
-
     def findings(self) -> list[tuple[str, int]]:
         """(rule, at) of every protocol finding recorded."""
         table = table_of(FindingRow)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import sys
@@ -454,4 +455,95 @@ def test_ingest_reads_frontend_tool_waits_by_the_config(db: str, tmp_path: Path)
         ingested,
         [(w["interruptId"], w["reason"], w["state"]) for w in got],
         none,
+    )
+
+
+# -- a file is held to the limits of a request body -------------------------------------------
+
+
+def _limits(tmp_path: Path, **server: int) -> str:
+    config = tmp_path / "limits.yaml"
+    config.write_text("server:\n" + "".join(f"  {k}: {v}\n" for k, v in server.items()))
+    return str(config)
+
+
+def _quiet_unit(tmp_path: Path) -> Path:
+    """A file within every limit: a run that starts and finishes, holding no wait."""
+    unit = tmp_path / "quiet.ndjson"
+    unit.write_text(
+        '{"type":"RUN_STARTED","threadId":"q","runId":"r","timestamp":1785080000000}\n'
+        '{"type":"RUN_FINISHED","threadId":"q","runId":"r","timestamp":1785080000001}\n'
+    )
+    return unit
+
+
+@pytest.mark.parametrize(
+    ("gzipped", "why"),
+    [
+        (
+            False,
+            "over the limit of 10 lines a unit: split the file, or raise server.maxLinesPerUnit",
+        ),
+        (True, "69 lines, over the limit of 10 a unit: split the body"),
+    ],
+    ids=["ndjson-read-in-chunks", "gzip-read-whole"],
+)
+def test_a_file_over_the_line_limit_is_refused_whole_and_the_next_file_goes_on(
+    db: str, tmp_path: Path, gzipped: bool, why: str
+) -> None:
+    big = tmp_path / ("seed.ndjson.gz" if gzipped else "seed.ndjson")
+    big.write_bytes(gzip.compress(FIXTURE.read_bytes()) if gzipped else FIXTURE.read_bytes())
+    quiet = _quiet_unit(tmp_path)
+
+    code, out = run(
+        "ingest",
+        "--config",
+        _limits(tmp_path, maxLinesPerUnit=10),
+        "--db",
+        db,
+        str(big),
+        str(quiet),
+    )
+
+    assert 1 == code
+    assert [
+        f"sidewatch: error: {big}: {why}; nothing of it was stored",
+        f"{quiet}: 2 accepted, 0 skipped, 0 rejected",
+    ] == out.splitlines()
+    assert [] == audit_json(db)["waits"]
+
+
+def test_a_gzip_file_inflating_past_the_limit_is_refused_whole(db: str, tmp_path: Path) -> None:
+    bomb = tmp_path / "seed.ndjson.gz"
+    bomb.write_bytes(gzip.compress(FIXTURE.read_bytes()))
+
+    code, out = run(
+        "ingest", "--config", _limits(tmp_path, maxInflatedBytes=4096), "--db", db, str(bomb)
+    )
+
+    assert 1 == code
+    assert [
+        f"sidewatch: error: {bomb}: body inflates past the limit of 4096 bytes; "
+        "nothing of it was stored"
+    ] == out.splitlines()
+
+
+def test_a_line_over_the_line_length_limit_is_rejected_as_over_http(
+    db: str, tmp_path: Path
+) -> None:
+    line = (
+        '{"type":"RUN_STARTED","threadId":"q","runId":"r","timestamp":1785080000000,'
+        f'"input":{{"x":"{"y" * 2000}"}}}}'
+    )
+    unit = tmp_path / "long.ndjson"
+    unit.write_text(f"{line}\n")
+
+    code, out = run(
+        "ingest", "--config", _limits(tmp_path, maxLineBytes=1024), "--db", db, str(unit)
+    )
+
+    assert 1 == code
+    assert f"{unit}: 0 accepted, 0 skipped, 1 rejected" == out.splitlines()[0]
+    assert out.splitlines()[1].startswith(
+        f"{unit}:1: line of {len(line)} bytes, over the limit of 1024"
     )

@@ -12,11 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
+from sidewatch.app.audit import Auditor, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.model import Thresholds
 from sidewatch.core.policy import DEFAULT_POLICY, Policy
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.errors import StoreError
 from sidewatch.exporters.snapshot import Snapshot
 from sidewatch.store.auditstate import StoredTransition

@@ -474,6 +474,21 @@ def test_a_gzip_body_that_inflates_past_the_limit_is_413(
     assert 413 == r.status_code
 
 
+def test_a_gzip_file_sent_gzip_encoded_is_held_to_the_limit_once_inflated_twice(
+    make_daemon: Callable[..., Daemon],
+) -> None:
+    """A `.gz` file sent with `Content-Encoding: gzip` is undone twice; the inner bomb is
+    refused by the same limit as the outer one (it used to inflate without one)."""
+    client = TestClient(make_daemon(max_body_bytes=64 * 1024, max_inflated_bytes=1024 * 1024).app)
+    inner = gzip.compress(b"\n" * 16 * 1024 * 1024)
+    twice = gzip.compress(inner)
+
+    r = client.post("/v1/events", content=twice, headers={**NDJSON, "content-encoding": "gzip"})
+
+    assert len(inner) < 1024 * 1024
+    assert 413 == r.status_code
+
+
 def test_ingest_is_503_while_the_store_is_unavailable_and_a_retry_succeeds_after(
     daemon: Daemon, client: TestClient, db_url: str, now: int
 ) -> None:
@@ -804,6 +819,7 @@ def test_readyz_is_ready_after_an_audit_tick(make_daemon: Callable[..., Daemon],
     daemon = make_daemon(audit_interval_ms=1000)
     daemon.state.started = time.time() - 3600
     daemon.auditor.tick(now)
+    daemon.auditor.succeeded(time.time())
 
     r = TestClient(daemon.app).get("/readyz")
 
@@ -863,7 +879,8 @@ def test_readyz_is_503_when_the_last_tick_is_older_than_three_intervals(
 ) -> None:
     daemon = make_daemon(audit_interval_ms=1000)
     daemon.state.started = time.time() - 3600
-    daemon.auditor.tick(now, clock=lambda: time.time() - 60)
+    daemon.auditor.tick(now)
+    daemon.auditor.succeeded(time.time() - 60)
 
     r = TestClient(daemon.app).get("/readyz")
 

@@ -21,9 +21,9 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 from sqlalchemy import create_engine
 
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.daemon.jetstream import unit_key
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.daemon.test_e2e import Server, _stop, _wait_for

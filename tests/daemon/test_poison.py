@@ -20,6 +20,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from sidewatch.app import audit as auditor_module
+from sidewatch.app import audit as pipeline_module
+from sidewatch.app import read as waits_module
+from sidewatch.app.audit import Auditor
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
 from sidewatch.core.facts import (
@@ -32,10 +36,6 @@ from sidewatch.core.facts import (
 )
 from sidewatch.core.health import Replay
 from sidewatch.core.model import Code
-from sidewatch.daemon import auditor as auditor_module
-from sidewatch.daemon import pipeline as pipeline_module
-from sidewatch.daemon import waits as waits_module
-from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.serve import Daemon
 from sidewatch.exporters.alertmanager import SEVERITY
 from sidewatch.exporters.otel import WaitSpans

@@ -4,6 +4,8 @@ with its old value kept, and a file with problems changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import signal
 import time
@@ -11,8 +13,11 @@ from pathlib import Path
 
 import httpx
 
+from sidewatch.config import Config
+from sidewatch.daemon.serve import Daemon
 from tests.daemon.test_e2e import Server, _stop, _wait_for
 from tests.daemon.test_e2e import _start as _serve
+from tests.daemon.test_http import NDJSON, TestClient  # imported quietly there
 
 OLD_READ, NEW_READ, INGEST = (
     "read-old-5f1c2a9e",
@@ -127,3 +132,27 @@ def test_sighup_reloads_tokens_and_policies_and_refuses_what_needs_a_restart(
     for secret in (OLD_READ, NEW_READ, INGEST):
         assert secret not in log + bad_log + unparsable_log
     assert code in (0, -15)
+
+
+def test_a_reload_changes_the_limits_of_the_next_unit_ingested(db_url: str) -> None:
+    """The limits of ingest are the reloaded config's from the next unit on (the ingest use
+    case holds the config the daemon reloads)."""
+    config = dataclasses.replace(Config(), db_url=db_url, allowed_hosts=("testserver",))
+    daemon = Daemon(config, reread=lambda: dataclasses.replace(config, max_lines_per_unit=2))
+    body = "".join(
+        json.dumps({"type": "RUN_STARTED", "threadId": "t", "runId": f"r-{n}"}) + "\n"
+        for n in range(3)
+    )
+    client = TestClient(daemon.app)
+    try:
+        before = client.post("/v1/events", content=body, headers=NDJSON).status_code
+        asyncio.run(daemon.reload())
+        after = client.post("/v1/events", content=body, headers=NDJSON)
+    finally:
+        daemon.engine.dispose()
+
+    assert 200 == before
+    assert (413, "4 lines, over the limit of 2 a unit: split the body") == (
+        after.status_code,
+        after.json()["error"],
+    )

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
 from sidewatch.exporters.prometheus import FINDING_RULES, AlertPushCollector, SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters

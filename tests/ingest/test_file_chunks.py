@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from sidewatch.daemon.pipeline import ingest_file, ingest_unit
+from sidewatch.app.ingest import ingest_file, ingest_unit
 from sidewatch.ingest import reader
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.db import open_store

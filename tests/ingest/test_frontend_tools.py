@@ -12,10 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
+from sidewatch.app.audit import Audited, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.model import Decision
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import Audited, audit, ingest_unit, ref_protector
 from sidewatch.daemon.reload import reloaded
 from sidewatch.ingest.digest import action_digest
 from sidewatch.store.db import open_store

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidewatch.daemon.pipeline import ingest_unit
+from sidewatch.app.ingest import ingest_unit
 from sidewatch.errors import InputError
 from sidewatch.exporters.prometheus import REJECT_REASONS
 from sidewatch.ingest.agui import Interpreter, UnitResult

@@ -15,10 +15,11 @@ import orjson
 from click.testing import CliRunner
 from sqlalchemy import select
 
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, ingest_unit
 from sidewatch.daemon.serve import Daemon
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.bounds import DIGEST_MAX, ID_MAX, REQUEST_ID_MAX

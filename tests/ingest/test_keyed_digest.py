@@ -13,10 +13,11 @@ import orjson
 import pytest
 from sqlalchemy import text
 
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import load_config
 from sidewatch.core.model import State
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.errors import ConfigError
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.db import open_store

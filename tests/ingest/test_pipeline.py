@@ -13,13 +13,15 @@ import orjson
 import pytest
 import rfc8785
 
+from sidewatch.app.audit import audit, classified
+from sidewatch.app.ingest import ingest_unit
 from sidewatch.core.engine import evaluate
 from sidewatch.core.model import Missing, Phase, State, Verdict
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, classified, ingest_unit
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from tests.storerows import fact_counts
 
 FIXTURES = Path("/work/shared/fixtures")
 BASE = 1_785_081_600_000  # 2026-07-26T16:00:00Z
@@ -289,11 +291,11 @@ def test_a_bad_line_is_reported_and_the_rest_of_the_unit_is_stored(store: Store)
 def test_ingesting_the_same_unit_twice_changes_nothing(store: Store) -> None:
     body = (FIXTURES / "seed-audit.ndjson").read_bytes()
     ingest_unit(store, "seed", body, BASE, PROTECT)
-    expected = (store.counts(), verdicts(store, BASE + 30 * MIN))
+    expected = (fact_counts(store), verdicts(store, BASE + 30 * MIN))
 
     ingest_unit(store, "seed", body, BASE + MIN, PROTECT)
 
-    assert expected == (store.counts(), verdicts(store, BASE + 30 * MIN))
+    assert expected == (fact_counts(store), verdicts(store, BASE + 30 * MIN))
 
 
 def test_ingesting_a_resume_unit_twice_changes_nothing(store: Store) -> None:
@@ -305,11 +307,11 @@ def test_ingesting_a_resume_unit_twice_changes_nothing(store: Store) -> None:
         run_finished("r2", BASE + 5 * MIN),
     ]
     ingest(store, *resume, received_at=BASE + 5 * MIN)
-    expected = (store.counts(), verdicts(store, BASE + 10 * MIN))
+    expected = (fact_counts(store), verdicts(store, BASE + 10 * MIN))
 
     ingest(store, *resume, received_at=BASE + 6 * MIN)
 
-    assert expected == (store.counts(), verdicts(store, BASE + 10 * MIN))
+    assert expected == (fact_counts(store), verdicts(store, BASE + 10 * MIN))
 
 
 def test_without_timestamps_arrival_order_decides_and_redelivery_changes_nothing(
@@ -319,12 +321,12 @@ def test_without_timestamps_arrival_order_decides_and_redelivery_changes_nothing
     answering = untimed(run_input("r2", 0, resolved("i1", True)), run_started("r2", 0))
     ingest(store, *asking, received_at=BASE)
     ingest(store, *answering, received_at=BASE + 3 * MIN)
-    expected = (store.counts(), {"t1/i1": State.RESUMED})
+    expected = (fact_counts(store), {"t1/i1": State.RESUMED})
 
     ingest(store, *asking, received_at=BASE + 4 * MIN)
     ingest(store, *answering, received_at=BASE + 4 * MIN)
 
-    assert expected == (store.counts(), verdicts(store, BASE + 5 * MIN))
+    assert expected == (fact_counts(store), verdicts(store, BASE + 5 * MIN))
 
 
 # -- answers through resume[] ----------------------------------------------------------

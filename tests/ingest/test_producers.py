@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
 from sidewatch.core.facts import FindingFact
 from sidewatch.core.policy import DEFAULT_POLICY, Need
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.reader import frame
 from sidewatch.store.db import open_store

@@ -9,9 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from sidewatch.app.audit import Audited, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
-from sidewatch.daemon.pipeline import Audited, audit, ingest_unit, ref_protector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from sidewatch.tap.reduce import reduce_event, reduce_input

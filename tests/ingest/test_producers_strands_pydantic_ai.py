@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from sidewatch.app.audit import Audited, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.read import _timeline
 from sidewatch.config import Config
 from sidewatch.core.facts import AnswerFact
-from sidewatch.daemon.pipeline import Audited, audit, ingest_unit, ref_protector
-from sidewatch.daemon.waits import _timeline
 from sidewatch.ingest.agui import VIA_EDITED, Interpreter
 from sidewatch.ingest.reader import frame
 from sidewatch.report.markdown import _wait as markdown_wait

@@ -14,10 +14,10 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.report import prune, render, report, report_name, write_reports
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector, report
-from sidewatch.daemon.reports import prune, render, report_name, write_reports
 from sidewatch.daemon.serve import Daemon
 from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease

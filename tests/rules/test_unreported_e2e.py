@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sidewatch.app.audit import Auditor
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
-from sidewatch.daemon.auditor import Auditor
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store

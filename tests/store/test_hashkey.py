@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config, load_config
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.errors import StoreError
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store import hashkey

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,12 +12,12 @@ import orjson
 import pytest
 from sqlalchemy import Engine
 
+from sidewatch.app.audit import Auditor, audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.facts import InterruptFact, RunFact
 from sidewatch.core.policy import DEFAULT_POLICY, Need
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
-from sidewatch.daemon.waits import wait_detail
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.bounds import ID_MAX
 from sidewatch.ingest.reader import frame
@@ -221,7 +222,7 @@ def test_one_wait_is_found_by_its_request_id_before_any_tick(db_url: str, thread
     store = Store(engine)
     auditor = Auditor(store, (QUIET,))
 
-    body = wait_detail(store, auditor, f"{thread}/{INTERRUPT}")
+    body = Read(store, auditor.policy_for).wait(f"{thread}/{INTERRUPT}", int(time.time() * 1000))
     engine.dispose()
 
     assert body is not None

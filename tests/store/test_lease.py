@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine, func, select
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.models import TransitionRow, table_of

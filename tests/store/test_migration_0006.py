@@ -11,8 +11,8 @@ from alembic import command
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import IntegrityError
 
+from sidewatch.app.audit import audit
 from sidewatch.core.policy import DEFAULT_POLICY, Need
-from sidewatch.daemon.pipeline import audit
 from sidewatch.store.db import _alembic_config, open_store
 from sidewatch.store.repo import Store
 

@@ -9,9 +9,9 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, create_engine, inspect, text
 
+from sidewatch.app.audit import Auditor
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
-from sidewatch.daemon.auditor import Auditor
 from sidewatch.store.db import _alembic_config, open_store
 from sidewatch.store.repo import Store
 

@@ -12,10 +12,11 @@ import orjson
 import pytest
 from sqlalchemy import Engine, event, text
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.report import report
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector, report
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
 from sidewatch.report.markdown import render_markdown
 from sidewatch.store.db import open_store

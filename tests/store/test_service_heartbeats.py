@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import open_store

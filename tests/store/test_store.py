@@ -9,15 +9,17 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.daemon.pipeline import audit, ingest_unit, ref_protector
 from sidewatch.errors import StoreError
 from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.reader import frames
 from sidewatch.store.db import open_store, upgrade
 from sidewatch.store.models import metadata
 from sidewatch.store.repo import Store
+from tests.storerows import fact_counts
 
 FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "seed-audit.ndjson"
 AT = 1_785_083_400_000  # 2026-07-26T16:30:00Z
@@ -90,10 +92,10 @@ def test_re_delivered_facts_are_upserts_that_change_nothing(db_url: str) -> None
     store = Store(engine)
     protect = ref_protector(engine, Config())
     ingest_unit(store, "seed", FIXTURE.read_bytes(), AT, protect)
-    before = store.counts()
+    before = fact_counts(store)
 
     ingest_unit(store, "seed again", FIXTURE.read_bytes(), AT + 5_000, protect)
-    after = store.counts()
+    after = fact_counts(store)
     engine.dispose()
 
     assert before == after
@@ -130,7 +132,7 @@ def test_a_unit_that_fails_midway_stores_nothing(db_url: str) -> None:
         res = interp.finish()
         writer.write(res.facts, [], res.kinds, res.accepted, res.skipped)
         raise RuntimeError("the process is cancelled here")
-    counts = store.counts()
+    counts = fact_counts(store)
     engine.dispose()
 
     assert {name: 0 for name in counts} == counts

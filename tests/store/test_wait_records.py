@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 from sqlalchemy import text
 
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.daemon.auditor import Auditor
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 from sidewatch.store.auditstate import AuditState, StoredTransition, compact, expand
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store

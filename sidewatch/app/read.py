@@ -1,10 +1,10 @@
-"""The read API's answers: verdicts evaluated now, and one wait with its evidence timeline."""
+"""Read: the waits in some states, and one wait with its evidence timeline and recorded
+transitions, each evaluated at the `now` it is given (the read API's and the wait pages')."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sidewatch.core.engine import evaluate
@@ -18,33 +18,60 @@ from sidewatch.core.model import (
     RunEvent,
     WaitEvidence,
 )
-from sidewatch.daemon.auditor import Auditor
+from sidewatch.core.policy import Policy
 from sidewatch.report.verdicts import iso, verdict_json
+from sidewatch.store.auditstate import AuditState
 from sidewatch.store.repo import Store
 
 log = logging.getLogger("sidewatch.http")
 
 
-def _now() -> int:
-    return int(time.time() * 1000)
+PolicyFor = Callable[[str | None, str | None], Policy]
 
 
-def waits_now(
-    store: Store, auditor: Auditor, states: Collection[str], limit: int
+class Read:
+    """What the read API and the wait pages answer. `policy_for` chooses a wait's policy as
+    the auditor does (a reload changes both); what the auditor last recorded is read from the
+    store."""
+
+    def __init__(self, store: Store, policy_for: PolicyFor) -> None:
+        self.store = store
+        self.recorded = AuditState(store.engine)
+        self.policy_for = policy_for
+
+    def waits(self, states: Collection[str], limit: int, now: int) -> dict[str, Any]:
+        """Waits in `states` at `now`. Candidates: those the auditor last saw in one of the
+        states, and every wait whose verdict may have changed since (due by time, or on a
+        thread with new evidence, new waits included); each is classified again at `now`."""
+        return _waits(self.store, self.recorded, self.policy_for, states, limit, now)
+
+    def wait(self, request_id: str, now: int) -> dict[str, Any] | None:
+        """One wait's verdict at `now`, its evidence timeline and its recorded transitions."""
+        return _wait(self.store, self.recorded, self.policy_for, request_id, now)
+
+    def pruned_before(self) -> int | None:
+        """The cutoff before which closed waits were pruned (store.retention), None while
+        nothing was: a wait not found may have been one of them."""
+        return self.store.pruned_before()
+
+
+def _waits(
+    store: Store,
+    recorded: AuditState,
+    policy_for: PolicyFor,
+    states: Collection[str],
+    limit: int,
+    now: int,
 ) -> dict[str, Any]:
-    """Waits in `states` now. Candidates: those the auditor last saw in one of the states,
-    and every wait whose verdict may have changed since (due by time, or on a thread with new
-    evidence, new waits included); each is classified again at this moment."""
-    now = _now()
-    chosen = auditor.state.select(states, limit)
+    chosen = recorded.select(states, limit)
     wanted = {request_id for request_id, _ in chosen}
     threads = {thread for _, thread in chosen}
-    changed = set(auditor.state.due(now)) | {t for t, _ in auditor.state.dirty()}
+    changed = set(recorded.due(now)) | {t for t, _ in recorded.dirty()}
     threads |= changed
     out = []
     for facts in store.threads(threads):
         try:
-            evaluated = evaluate(facts, auditor.policy_for, now)
+            evaluated = evaluate(facts, policy_for, now)
         except Exception:  # one thread that cannot be evaluated never fails the list
             log.exception("thread %s could not be evaluated; left out", facts.thread_id)
             continue
@@ -64,12 +91,12 @@ def waits_now(
     return {"evaluatedAt": iso(now), "waits": [body for _, body in out[:limit]]}
 
 
-def wait_detail(store: Store, auditor: Auditor, request_id: str) -> dict[str, Any] | None:
-    """One wait's verdict now, its evidence timeline and its recorded transitions."""
-    now = _now()
+def _wait(
+    store: Store, recorded: AuditState, policy_for: PolicyFor, request_id: str, now: int
+) -> dict[str, Any] | None:
     # Looked up, never parsed: ids may hold `/` and `@`.
     for facts in store.threads(store.threads_of(request_id)):
-        for w in evaluate(facts, auditor.policy_for, now).waits:
+        for w in evaluate(facts, policy_for, now).waits:
             ev, v = w.evidence, w.verdict
             if ev.request_id != request_id:
                 continue
@@ -85,7 +112,7 @@ def wait_detail(store: Store, auditor: Auditor, request_id: str) -> dict[str, An
                     "at": iso(t.at),
                     "recordedAt": iso(t.recorded_at),
                 }
-                for t in auditor.state.transitions_of(request_id)
+                for t in recorded.transitions_of(request_id)
             ]
             return body
     return None

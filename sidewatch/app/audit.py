@@ -1,6 +1,8 @@
-"""The scheduled auditor: each tick re-classifies only the waits of threads with new evidence
-or whose next time-driven change is due, records every transition with its effective time,
-evidence and thresholds, and publishes a snapshot for the exporters."""
+"""Audit: every stored wait classified at a given time. The one-off audit (`sidewatch audit`)
+classifies them all; the scheduled auditor's tick re-classifies only the waits of threads with
+new evidence or whose next time-driven change is due, records every transition with its
+effective time, evidence and thresholds, publishes a snapshot for the exporters, and pushes
+the problem waits to Alertmanager."""
 
 from __future__ import annotations
 
@@ -8,14 +10,14 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import orjson
 
 from sidewatch.core.engine import evaluate
-from sidewatch.core.facts import FindingFact
+from sidewatch.core.facts import FindingFact, ThreadFacts
 from sidewatch.core.model import (
     CLOSED_STATES,
     NEXT_MOVE,
@@ -146,8 +148,9 @@ class Auditor:
             accs[policy] = HistogramAcc(buckets)
         return accs[policy]
 
-    def tick(self, now_ms: int, clock: Callable[[], float] = time.time) -> TickReport:
-        """One audit pass at `now_ms`; raises StoreError when the store is unavailable."""
+    def tick(self, now_ms: int) -> TickReport:
+        """One audit pass at `now_ms`; raises StoreError when the store is unavailable. The
+        caller says when it succeeded (`succeeded`): the scheduler, by its clock."""
         start = time.perf_counter()
         dirty = self.state.dirty()
         marks = dict(dirty)
@@ -165,9 +168,14 @@ class Auditor:
         self.duration.observe(seconds)
         self.errors += errors
         self.ticks += 1
-        self.last_success = clock()
         self.snapshot = self._snapshot()
         return TickReport(len(threads), waits, transitions, errors, seconds)
+
+    def succeeded(self, at: float) -> None:
+        """The last tick completed at `at` (epoch seconds): exported, and what /readyz and
+        the stalled-auditor alert compare with the clock."""
+        self.last_success = at
+        self.snapshot = replace(self.snapshot, audit_last_success=at)
 
     def _batch(self, threads: list[str], marks: dict[str, int], now: int) -> tuple[int, int, int]:
         stored = self.state.records(threads)
@@ -452,3 +460,48 @@ def _stored(ev: WaitEvidence, v: Verdict, now: int, next_item: int | None) -> St
         evaluated_at=now,
         unreported=unreported_label(v.unreported),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Audited:
+    evidence: WaitEvidence
+    verdict: Verdict
+
+
+def audit(store: Store, policies: tuple[Policy, ...], at: int) -> list[Audited]:
+    """Every known wait's verdict at `at`, ordered by when the wait was requested."""
+    return classified(store.threads(), policies, at)
+
+
+def classified(
+    threads: Iterable[ThreadFacts], policies: tuple[Policy, ...], at: int
+) -> list[Audited]:
+    """The verdict at `at` of every wait of `threads` requested by then, ordered by when the
+    wait was requested."""
+    chosen: dict[tuple[str | None, str | None], Policy] = {}
+
+    def policy_for(action: str | None, reason: str | None) -> Policy:
+        key = (action, reason)
+        if key not in chosen:  # one lookup per (action, reason), not one per wait
+            chosen[key] = select(policies, action, reason)
+        return chosen[key]
+
+    out: list[Audited] = []
+    for thread in threads:
+        if all(i.at > at for i in thread.interrupts):
+            continue  # every wait of it is requested after `at`: none is audited then
+        try:
+            evaluated = evaluate(thread, policy_for, at)
+        except Exception as e:  # as in the auditor: one thread never fails the audit
+            # The class only, no traceback: this also runs in the CLI, on a terminal.
+            log.error("thread %s left out: %s", thread.thread_id, type(e).__name__)
+            continue
+        for w in evaluated.waits:
+            if w.evidence.requested_at > at:
+                continue
+            if w.verdict is None:  # as in the auditor: one wait never fails the audit
+                log.error("wait %s left out: %s", w.evidence.request_id, type(w.error).__name__)
+                continue
+            out.append(Audited(w.evidence, w.verdict))
+    out.sort(key=lambda a: (a.evidence.requested_at, a.evidence.requested_seq))
+    return out

@@ -1,5 +1,6 @@
-"""Writing reports to files: atomically, named by the window's end date, pruned after the
-configured retention. Used by `sidewatch report --output` and the nightly job."""
+"""Report: the audit report of a window, built from the store, rendered, and written to files
+atomically (named by the window's end date, pruned after the configured retention). Used by
+`sidewatch report` and the nightly job alike."""
 
 from __future__ import annotations
 
@@ -7,17 +8,47 @@ import contextlib
 import os
 import re
 import tempfile
-import time
 from collections.abc import Callable
+from dataclasses import astuple
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from sidewatch.app.audit import Audited, classified
+from sidewatch.core.model import Verdict, WaitEvidence
+from sidewatch.core.policy import Policy
 from sidewatch.errors import SidewatchError
+from sidewatch.report.build import IngestHealth, Retained, build_report
+from sidewatch.store.repo import Store
 
 NAME = re.compile(r"^sidewatch-report-(\d{4}-\d{2}-\d{2})\.(md|html|json)$")
+
+
+def report(store: Store, policies: tuple[Policy, ...], end: int, window_ms: int) -> dict[str, Any]:
+    """The audit report of the window ending at `end` (docs/reports.md). The facts are read
+    once and classified at both ends of the window (`audit`, twice, read them twice)."""
+
+    def health(start: int, stop: int) -> IngestHealth:
+        return IngestHealth(*store.ingest_health(start, stop))
+
+    start = end - window_ms
+    threads = store.threads()
+    return build_report(
+        end,
+        window_ms,
+        _pairs(classified(threads, policies, end)),
+        _pairs(classified(threads, policies, start)),
+        store.findings(),
+        health(start, end),
+        health(start - window_ms, start),
+        Retained(*astuple(store.retention())),
+    )
+
+
+def _pairs(audited: list[Audited]) -> list[tuple[WaitEvidence, Verdict]]:
+    return [(a.evidence, a.verdict) for a in audited]
 
 
 def render(report: dict[str, Any], fmt: str, external_url: str | None = None) -> bytes:
@@ -64,17 +95,18 @@ def write_reports(
     end_ms: int,
     formats: tuple[str, ...],
     retention_ms: int,
-    now: float | None = None,
+    now: float,
     external_url: str | None = None,
 ) -> list[Path]:
-    """Write the window's report in every format, then prune reports past retention."""
+    """Write the window's report in every format, then prune reports past retention at
+    `now` (epoch seconds)."""
     report = build()
     written = []
     for fmt in formats:
         path = directory / report_name(end_ms, fmt)
         write_atomic(path, render(report, fmt, external_url))
         written.append(path)
-    prune(directory, retention_ms, time.time() if now is None else now)
+    prune(directory, retention_ms, now)
     return written
 
 
