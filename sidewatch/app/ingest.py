@@ -136,10 +136,22 @@ def ingest_unit(
     (TooLarge), before anything is stored. A unit whose `key` is already stored is a
     duplicate: nothing is stored again."""
     framed = framed_unit(body, media_type, max_lines, encoding, max_inflated)
-    with store.unit(source, received_at, key) as writer:
+    unit = ReadUnit(source, framed, received_at, key)
+    return _commit(store, unit, protect, max_line_bytes, labels, frontend_tools)
+
+
+def _commit(
+    store: Store,
+    unit: ReadUnit,
+    protect: RefProtector,
+    max_line_bytes: int | None,
+    labels: Labels,
+    frontend_tools: Sequence[str],
+) -> IngestSummary:
+    """A read unit interpreted and stored in one transaction (a duplicate if its key is)."""
+    with store.unit(unit.source, unit.received_at, unit.key) as writer:
         if writer is None:
-            return IngestSummary(source, 0, 0, (), {}, duplicate=True)
-        unit = ReadUnit(source, framed, received_at, key)
+            return IngestSummary(unit.source, 0, 0, (), {}, duplicate=True)
         return _write(writer, unit, protect, max_line_bytes, labels, frontend_tools)
 
 
@@ -304,32 +316,17 @@ class Ingest:
         framed = framed_unit(body, media_type, limits.lines, encoding, limits.inflated_bytes)
         return ReadUnit(source, framed, received_at, key)
 
-    def unit(
-        self,
-        source: str,
-        body: bytes,
-        media_type: str | None,
-        encoding: str,
-        received_at: int,
-        key: str | None = None,
-    ) -> IngestSummary:
-        """One unit read, committed in a transaction of its own, and counted (see
-        `ingest_unit`)."""
-        cfg, limits = self.config, self.limits
+    def unit(self, unit: ReadUnit) -> IngestSummary:
+        """One unit (as `read` gives it) committed in a transaction of its own, and counted
+        (see `ingest_unit`)."""
+        cfg = self.config
         with self._writer:
-            summary = ingest_unit(
+            summary = _commit(
                 self.store,
-                source,
-                body,
-                received_at,
+                unit,
                 self.protect,
-                media_type,
-                limits.lines,
-                limits.line_bytes,
-                key,
+                cfg.max_line_bytes,
                 cfg.decision_labels,
-                encoding,
-                limits.inflated_bytes,
                 cfg.frontend_tools,
             )
         return self._counted(summary)

@@ -161,7 +161,7 @@ async def post_events(request: Request) -> Response:
     source = f"http:{request.client.host if request.client else '?'}"
     try:
         summary = await _finished(
-            run_in_threadpool(app.ingest.unit, source, body, media, encoding, now_ms())
+            run_in_threadpool(_take, app.ingest, source, body, media, encoding)
         )
     except TooLarge as e:
         return _error(413, str(e))
@@ -189,6 +189,13 @@ async def post_events(request: Request) -> Response:
             "rejected": [{"line": r.line, "error": r.error} for r in summary.rejects],
         }
     )
+
+
+def _take(
+    ingest: Ingest, source: str, body: bytes, media: str | None, encoding: str
+) -> IngestSummary:
+    """A body read and committed as one unit (blocking: run in a worker thread)."""
+    return ingest.unit(ingest.read(source, body, media, encoding, now_ms()))
 
 
 async def _finished(work: Awaitable[IngestSummary]) -> IngestSummary:

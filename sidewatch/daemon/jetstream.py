@@ -55,7 +55,7 @@ def handle(
     refused its data) here; its 503 is RETRY."""
     try:
         media, encoding = _decoded(ingest, body, headers)
-        summary = ingest.unit(source, body, media, encoding, received_at, key)
+        summary = ingest.unit(ingest.read(source, body, media, encoding, received_at, key))
     except StoreRefused as e:
         # Redelivered, it would be refused again and hold back every message behind it.
         log.warning(
