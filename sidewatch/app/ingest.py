@@ -137,22 +137,15 @@ def ingest_unit(
     duplicate: nothing is stored again."""
     framed = framed_unit(body, media_type, max_lines, encoding, max_inflated)
     unit = ReadUnit(source, framed, received_at, key)
-    return _commit(store, unit, protect, max_line_bytes, labels, frontend_tools)
+    return _commit(store, unit, _Reading(protect, max_line_bytes, labels, frontend_tools))
 
 
-def _commit(
-    store: Store,
-    unit: ReadUnit,
-    protect: RefProtector,
-    max_line_bytes: int | None,
-    labels: Labels,
-    frontend_tools: Sequence[str],
-) -> IngestSummary:
+def _commit(store: Store, unit: ReadUnit, how: _Reading) -> IngestSummary:
     """A read unit interpreted and stored in one transaction (a duplicate if its key is)."""
     with store.unit(unit.source, unit.received_at, unit.key) as writer:
         if writer is None:
             return IngestSummary(unit.source, 0, 0, (), {}, duplicate=True)
-        return _write(writer, unit, protect, max_line_bytes, labels, frontend_tools)
+        return _write(writer, unit, how)
 
 
 def ingest_units(
@@ -173,7 +166,8 @@ def ingest_units(
             if writer is None:
                 out.append(IngestSummary(unit.source, 0, 0, (), {}, duplicate=True))
             else:
-                out.append(_write(writer, unit, protect, max_line_bytes, labels, frontend_tools))
+                how = _Reading(protect, max_line_bytes, labels, frontend_tools)
+                out.append(_write(writer, unit, how))
     return out
 
 
@@ -224,22 +218,25 @@ def _counted(chunks: Iterator[list[bytes]], limit: int | None, path: str) -> Ite
         yield chunk
 
 
-def _write(
-    writer: UnitWriter,
-    unit: ReadUnit,
-    protect: RefProtector,
-    max_line_bytes: int | None,
-    labels: Labels,
-    frontend_tools: Sequence[str],
-) -> IngestSummary:
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How a unit's lines are read: refs protected, the line limit, labels, frontend tools."""
+
+    protect: RefProtector
+    max_line_bytes: int | None
+    labels: Labels
+    frontend_tools: Sequence[str]
+
+
+def _write(writer: UnitWriter, unit: ReadUnit, how: _Reading) -> IngestSummary:
     return _written(
         writer,
         unit.source,
         unit.received_at,
-        protect,
-        max_line_bytes,
-        labels,
-        frontend_tools,
+        how.protect,
+        how.max_line_bytes,
+        how.labels,
+        how.frontend_tools,
         lambda i: i.read(unit.framed),
     )
 
@@ -321,14 +318,10 @@ class Ingest:
         (see `ingest_unit`)."""
         cfg = self.config
         with self._writer:
-            summary = _commit(
-                self.store,
-                unit,
-                self.protect,
-                cfg.max_line_bytes,
-                cfg.decision_labels,
-                cfg.frontend_tools,
+            how = _Reading(
+                self.protect, cfg.max_line_bytes, cfg.decision_labels, cfg.frontend_tools
             )
+            summary = _commit(self.store, unit, how)
         return self._counted(summary)
 
     def units(self, units: Sequence[ReadUnit]) -> list[IngestSummary]:
