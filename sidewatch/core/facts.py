@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sidewatch.core.model import Code
+from sidewatch.core.model import Code, SubagentState
 
 
 class RunMark(StrEnum):
@@ -51,6 +51,7 @@ class InterruptFact:
     request_id: str | None = None  # metadata.requestId
     action: str | None = None  # the gated tool call's name, when the unit held the call
     tool_result_receipt: bool = False  # only the gated call's result consumes it (ADK)
+    subagent_run_id: str | None = None  # the interrupt's `subagentRunId`: a subagent raised it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +127,22 @@ class ToolResultFact:
     tool_call_id: str
     at: int
     seq: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentFact:
+    """Run `run_id` reported a `SUBAGENT_*` event of invocation `subagent_run_id`: its state,
+    its name (on SUBAGENT_STARTED), and the interrupts a suspended one raised itself. Never
+    its description, result or error message."""
+
+    thread_id: str
+    run_id: str
+    subagent_run_id: str
+    state: SubagentState
+    at: int
+    seq: int
+    name: str | None = None
+    interrupt_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,6 +228,7 @@ Fact = (
     | FindingFact
     | ServiceBeatFact
     | ServiceBindFact
+    | SubagentFact
 )
 
 
@@ -228,3 +246,4 @@ class ThreadFacts:
     heartbeats: tuple[HeartbeatFact, ...] = ()
     legacy_resumes: tuple[LegacyResumeFact, ...] = ()
     findings: tuple[FindingFact, ...] = ()
+    subagents: tuple[SubagentFact, ...] = ()

@@ -48,6 +48,7 @@ _THREAD_TABLES = (
     "tool_result",
     "heartbeat",
     "service_binding",
+    "subagent",
     "wait_state",
 )
 # Evidence that may name a thread no interrupt announced (a wait not seen yet).
@@ -61,6 +62,7 @@ _EVIDENCE_TABLES = (
     "legacy_resume",
     "service_binding",
     "finding",
+    "subagent",
 )
 _NO_WAIT = "NOT EXISTS (SELECT 1 FROM interrupt i WHERE i.thread_id = t.thread_id)"
 _SIGNAL_NO_WAIT = (
@@ -431,6 +433,7 @@ _DATED = {
     "service_heartbeat_change": "at",
     "service_binding": "at",
     "finding": "at",
+    "subagent": "at",
     "wait_state": "requested_at",
     "transition": "at",
 }
