@@ -165,7 +165,8 @@ class Interpreter:
         # (thread, run) -> where the facts of its untimed input start and end in `facts`
         self._untimed_inputs: dict[tuple[str, str], tuple[int, int]] = {}
         # legacy on_interrupt events per run, until the run's end says what their ids are
-        self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int]]] = {}
+        # (the event's `subagentRunId` beside it: ag-ui-langgraph attributes the event itself)
+        self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int, str | None]]] = {}
         # ag-ui-crewai: its pauses held per run until the run's end, and then (thread,
         # interrupt id) -> (the run that announced it last, what a cancel of it runs)
         self._crewai_held: dict[tuple[str, str], list[tuple[str, Code | None]]] = {}
@@ -765,8 +766,14 @@ class Interpreter:
         _checked_or_none(legacy.tool_call_id, "CUSTOM on_interrupt: value.toolCallId")
         _checked_or_none(legacy.action, "CUSTOM on_interrupt: value.action_requests.0.name")
         _check_expiry(legacy.expires_at, "CUSTOM on_interrupt: value.expiresAt")
+        sub = obj.get("subagentRunId")
+        if sub is not None and not isinstance(sub, str):
+            raise _LineError(
+                RejectReason.INVALID_FIELD, "CUSTOM on_interrupt: subagentRunId: must be a string"
+            )
+        _checked_or_none(sub, "CUSTOM on_interrupt: subagentRunId")
         self._legacy.setdefault((thread, run), []).append(
-            (legacy, self._at(obj), self.seq_base + n)
+            (legacy, self._at(obj), self.seq_base + n, sub)
         )
         if crewai is not None and legacy.interrupt_id is not None:
             self._crewai_held.setdefault((thread, run), []).append(
@@ -815,7 +822,7 @@ class Interpreter:
         1.0 outcome, in order). The n-th one without an id is the outcome's n-th interrupt,
         else `{runId}#{n}`, with a finding."""
         unnamed = 0
-        for legacy, at, seq in self._legacy.pop((thread, run), []):
+        for legacy, at, seq, sub in self._legacy.pop((thread, run), []):
             interrupt_id = legacy.interrupt_id
             if interrupt_id is None:
                 unnamed += 1
@@ -844,6 +851,7 @@ class Interpreter:
                 expires_raw=legacy.expires_at,
                 action=legacy.action,
                 digest=legacy.digest,
+                subagent_run_id=sub,
             )
 
     # -- subagents (AG-UI 1.0): their ids, name and state, never their content -------------

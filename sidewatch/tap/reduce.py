@@ -244,4 +244,6 @@ def _custom(event: dict[str, Any], out: dict[str, Any]) -> dict[str, Any] | None
     raw = event.get("rawEvent")
     if isinstance(raw, dict) and "id" in raw:
         out["rawEvent"] = {"id": raw["id"]}
+    if "subagentRunId" in event:  # ag-ui-langgraph attributes the event to its subagent
+        out["subagentRunId"] = event["subagentRunId"]
     return out

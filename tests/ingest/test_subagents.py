@@ -500,3 +500,34 @@ def test_a_subagent_and_its_wait_in_two_units_are_still_linked(
     assert Subagent("sub-1", "researcher", SubagentState.SUSPENDED, BASE + 2 * SEC) == (
         wait.verdict.facts.subagent
     )
+
+
+def test_a_legacy_on_interrupt_attributed_to_a_subagent_records_it() -> None:
+    # ag-ui-langgraph puts `subagentRunId` on the on_interrupt event itself.
+    legacy = {
+        "type": "CUSTOM",
+        "name": "on_interrupt",
+        "value": orjson.dumps({"message": SECRETS["interrupt"]}).decode(),
+        "rawEvent": {"id": "i1"},
+        "subagentRunId": "tools:abc",
+    }
+    result = interpret(run_started(), legacy, run_finished())
+
+    facts = [f for f in result.facts if isinstance(f, InterruptFact)]
+
+    assert [("i1", "tools:abc")] == [(f.interrupt_id, f.subagent_run_id) for f in facts]
+
+
+def test_a_legacy_on_interrupt_with_a_bad_subagent_run_id_rejects_its_line() -> None:
+    legacy = {
+        "type": "CUSTOM",
+        "name": "on_interrupt",
+        "value": "{}",
+        "rawEvent": {"id": "i1"},
+        "subagentRunId": ["tools:abc"],
+    }
+    result = interpret(run_started(), legacy, run_finished())
+
+    assert [
+        (2, RejectReason.INVALID_FIELD, "CUSTOM on_interrupt: subagentRunId: must be a string")
+    ] == [(r.line, r.reason, r.error) for r in result.rejects]
