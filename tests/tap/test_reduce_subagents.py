@@ -33,6 +33,13 @@ EVENTS: list[dict[str, Any]] = [
         "timestamp": AT + 2,
     },
     {
+        "type": "CUSTOM",
+        "name": "on_interrupt",
+        "value": '{"message": "' + S + '"}',
+        "rawEvent": {"id": "i0", "value": S},
+        "subagentRunId": "sub-1",
+    },
+    {
         "type": "RUN_FINISHED",
         "threadId": "t1",
         "runId": "r1",
