@@ -559,9 +559,11 @@ class Subagents:
     def trace(self, f: InterruptFact) -> SubagentTrace | None:
         """The subagent that raised the wait `f` opens: the interrupt's own `subagentRunId`,
         else the earliest suspended subagent of its run that names it. Never a wait itself."""
-        run_id = f.subagent_run_id or self.raised.get((f.run_id, f.interrupt_id))
+        run_id = f.subagent_run_id
         if run_id is None:
-            return None
+            run_id = self.raised.get((f.run_id, f.interrupt_id))
+            if run_id is None:
+                return None
         return self.traces.get(run_id) or SubagentTrace(run_id)
 
 

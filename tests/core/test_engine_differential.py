@@ -60,7 +60,7 @@ def interrupt(at: int, seq: int) -> st.SearchStrategy[InterruptFact]:
         request_id=st.sampled_from((None, None, None, "req-a", "req-b")),
         action=st.sampled_from((None, "deploy")),
         tool_result_receipt=st.sampled_from((False, False, False, True)),
-        subagent_run_id=st.sampled_from((None, None, None, *SUBAGENTS)),
+        subagent_run_id=st.sampled_from((None, None, None, "", *SUBAGENTS)),
     )
 
 
