@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 import orjson
-from sidewatch.daemon.pipeline import ingest_unit, ref_protector
 
+from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store

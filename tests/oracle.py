@@ -51,6 +51,9 @@ from sidewatch.core.model import (
     Route,
     RunEvent,
     RunStep,
+    SubagentState,
+    SubagentStep,
+    SubagentTrace,
     Verdict,
     WaitEvidence,
 )
@@ -287,7 +290,32 @@ def _evidence(w: _Wait, b: _Built) -> WaitEvidence:
         handle=f.handle,
         items=tuple(_items(w, b)) + tuple(extra),
         tool_result_receipt=f.tool_result_receipt,
+        subagent=_subagent(f, b.facts),
     )
+
+
+def _subagent(f: InterruptFact, facts: ThreadFacts) -> SubagentTrace | None:
+    """The subagent that raised the wait: the interrupt's own `subagentRunId`, else the first
+    suspended subagent of its run naming it; with every event of that subagent."""
+    ordered = sorted(facts.subagents, key=lambda s: (s.at, s.seq))
+    run_id = f.subagent_run_id
+    for s in ordered:
+        if run_id is not None:
+            break
+        if (
+            s.state is SubagentState.SUSPENDED
+            and s.run_id == f.run_id
+            and f.interrupt_id in s.interrupt_ids
+        ):
+            run_id = s.subagent_run_id
+    if run_id is None:
+        return None
+    steps = [
+        SubagentStep(s.at, s.seq, s.state, s.run_id, s.name)
+        for s in ordered
+        if s.subagent_run_id == run_id
+    ]
+    return SubagentTrace(run_id, tuple(steps))
 
 
 def _owner(ref_at: Key, candidates: list[_Wait]) -> _Wait:

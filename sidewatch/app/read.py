@@ -16,6 +16,7 @@ from sidewatch.core.model import (
     Receipt,
     Route,
     RunEvent,
+    SubagentState,
     WaitEvidence,
 )
 from sidewatch.core.policy import Policy
@@ -128,9 +129,33 @@ def _timeline(ev: WaitEvidence) -> list[dict[str, Any]]:
             "actionDigest": ev.digest,
         }
     ]
-    for item in sorted(ev.items, key=lambda i: (i.at, i.seq)):
-        out.append({"at": iso(item.at), **_describe(item)})
+    steps: list[tuple[int, int, dict[str, Any]]] = [
+        (item.at, item.seq, _describe(item)) for item in ev.items
+    ]
+    if ev.subagent is not None:  # the subagent that raised the wait: evidence only
+        steps += [
+            (
+                s.at,
+                s.seq,
+                {
+                    "kind": _SUBAGENT_KINDS[s.state],
+                    "subagentRunId": ev.subagent.run_id,
+                    "runId": s.run_id,
+                },
+            )
+            for s in ev.subagent.steps
+        ]
+    for at, _, described in sorted(steps, key=lambda s: (s[0], s[1])):
+        out.append({"at": iso(at), **described})
     return out
+
+
+_SUBAGENT_KINDS = {
+    SubagentState.RUNNING: "subagent_started",
+    SubagentState.SUSPENDED: "subagent_suspended",
+    SubagentState.FINISHED: "subagent_finished",
+    SubagentState.ERROR: "subagent_error",
+}
 
 
 def _describe(item: Item) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from sidewatch.core.facts import (
     RunMark,
     SignalFact,
     SignalKind,
+    SubagentFact,
     ThreadFacts,
     ToolCallFact,
     ToolResultFact,
@@ -42,6 +43,9 @@ from sidewatch.core.model import (
     RunEvent,
     RunStep,
     State,
+    SubagentState,
+    SubagentStep,
+    SubagentTrace,
     Verdict,
     WaitEvidence,
 )
@@ -124,6 +128,7 @@ class _Pass:
     calls: dict[tuple[str, str], ToolCallFact] = field(default_factory=dict)
     latest: dict[str, ToolCallFact] = field(default_factory=dict)
     gated: GatedCalls = field(default_factory=lambda: GatedCalls({}, {}))
+    subagents: Subagents = field(default_factory=lambda: Subagents({}, {}))
     # The walk.
     waits: list[_Wait] = field(default_factory=list)
     by_id: dict[str, list[_Wait]] = field(default_factory=dict)
@@ -172,6 +177,8 @@ class _Pass:
             c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))
         }
         self.gated = gated_calls(facts, answers)
+        if facts.subagents:
+            self.subagents = subagents_of(facts.subagents)
         finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
         # A run's answers for the lone-answer rule, counted before legacy resumes resolve.
         counts: dict[str, int] = {}
@@ -268,6 +275,7 @@ class _Pass:
             "digest": f.digest or (call.digest if call else None),
             "handle": f.handle,
             "tool_result_receipt": f.tool_result_receipt,
+            "subagent": self.subagents.trace(f),
         }
         header = WaitEvidence(**asked)
         policy = self.policy_for(header.action, header.reason)
@@ -566,6 +574,39 @@ def gated_calls(facts: ThreadFacts, answers: Iterable[AnswerFact]) -> GatedCalls
         {k: frozenset(v) for k, v in answered.items()},
         {k: frozenset(v) for k, v in asked.items()},
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Subagents:
+    """The thread's subagent invocations: each one's events, and which interrupt of which run
+    a suspended one said it raised (`SUBAGENT_FINISHED` `outcome.interruptIds`)."""
+
+    traces: dict[str, SubagentTrace]
+    raised: dict[tuple[str, str], str]  # (run, interrupt id) -> subagentRunId
+
+    def trace(self, f: InterruptFact) -> SubagentTrace | None:
+        """The subagent that raised the wait `f` opens: the interrupt's own `subagentRunId`,
+        else the earliest suspended subagent of its run that names it. Never a wait itself."""
+        run_id = f.subagent_run_id
+        if run_id is None:
+            run_id = self.raised.get((f.run_id, f.interrupt_id))
+            if run_id is None:
+                return None
+        return self.traces.get(run_id) or SubagentTrace(run_id)
+
+
+def subagents_of(facts: Iterable[SubagentFact]) -> Subagents:
+    """Every subagent invocation of the thread with its steps in (time, arrival) order."""
+    steps: dict[str, list[SubagentStep]] = {}
+    raised: dict[tuple[str, str], str] = {}
+    for f in sorted(facts, key=lambda f: (f.at, f.seq)):
+        steps.setdefault(f.subagent_run_id, []).append(
+            SubagentStep(f.at, f.seq, f.state, f.run_id, f.name)
+        )
+        if f.state is SubagentState.SUSPENDED:
+            for interrupt_id in f.interrupt_ids:
+                raised.setdefault((f.run_id, interrupt_id), f.subagent_run_id)
+    return Subagents({k: SubagentTrace(k, tuple(v)) for k, v in steps.items()}, raised)
 
 
 def _answer(lr: LegacyResumeFact, interrupt_id: str, code: Code, digest: str | None) -> AnswerFact:

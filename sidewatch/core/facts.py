@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sidewatch.core.model import Code
+from sidewatch.core.model import Code, SubagentState
 
 
 class RunMark(StrEnum):
@@ -54,6 +54,7 @@ class InterruptFact:
     # Its wait closed and its other facts were pruned (store.retention): the id was used and
     # closed, which decides later waits' identity and matching; it is no wait of its own.
     pruned: bool = False
+    subagent_run_id: str | None = None  # the interrupt's `subagentRunId`: a subagent raised it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +142,22 @@ class ToolResultFact:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentFact:
+    """Run `run_id` reported a `SUBAGENT_*` event of invocation `subagent_run_id`: its state,
+    its name (on SUBAGENT_STARTED), and the interrupts a suspended one raised itself. Never
+    its description, result or error message."""
+
+    thread_id: str
+    run_id: str
+    subagent_run_id: str
+    state: SubagentState
+    at: int
+    seq: int
+    name: str | None = None
+    interrupt_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SignalFact:
     """A `sidewatch.*` evidence event naming a wait by requestId or thread + interrupt."""
 
@@ -223,6 +240,7 @@ Fact = (
     | FindingFact
     | ServiceBeatFact
     | ServiceBindFact
+    | SubagentFact
 )
 
 
@@ -240,3 +258,4 @@ class ThreadFacts:
     heartbeats: tuple[HeartbeatFact, ...] = ()
     legacy_resumes: tuple[LegacyResumeFact, ...] = ()
     findings: tuple[FindingFact, ...] = ()
+    subagents: tuple[SubagentFact, ...] = ()

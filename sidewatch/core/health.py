@@ -23,6 +23,8 @@ from sidewatch.core.model import (
     RunEvent,
     RunStep,
     State,
+    Subagent,
+    SubagentTrace,
     Transition,
     Verdict,
     WaitEvidence,
@@ -496,6 +498,7 @@ def _verdict(
         action_edited=(
             acc.accept is not None and acc.accept.edited and acc.decision is Code.ACCEPT
         ),
+        subagent=None if ev.subagent is None else _subagent(ev.subagent, now),
     )
     return Verdict(
         request_id=ev.request_id,
@@ -511,3 +514,16 @@ def _verdict(
         transitions=tuple(transitions),
         due_at=due,
     )
+
+
+def _subagent(trace: SubagentTrace, now: int) -> Subagent:
+    """The wait's subagent at `now`: the state of its latest event until then, and the name
+    its latest start gave. Evidence only: no state of the wait depends on it."""
+    name, state, since = None, None, None
+    for step in trace.steps:  # in (at, seq) order
+        if step.at > now:
+            break
+        state, since = step.state, step.at
+        if step.name is not None:
+            name = step.name
+    return Subagent(trace.run_id, name, state, since)

@@ -224,6 +224,35 @@ class RunEvent:
 Item = Route | Decision | ActionChange | Heartbeat | Receipt | RunEvent
 
 
+class SubagentState(StrEnum):
+    """Where a subagent invocation stands by the `SUBAGENT_*` events seen (AG-UI 1.0)."""
+
+    RUNNING = "running"  # SUBAGENT_STARTED
+    SUSPENDED = "suspended"  # SUBAGENT_FINISHED with the suspended outcome
+    FINISHED = "finished"  # SUBAGENT_FINISHED with no outcome or `success`
+    ERROR = "error"  # SUBAGENT_ERROR
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentStep:
+    """A `SUBAGENT_*` event of the wait's subagent, reported by parent run `run_id`."""
+
+    at: int
+    seq: int
+    state: SubagentState
+    run_id: str
+    name: str | None = None  # on SUBAGENT_STARTED only
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentTrace:
+    """The subagent invocation (`subagentRunId`) that raised a wait, and its events on the
+    thread in (time, arrival) order. Evidence only: it never moves the wait's state."""
+
+    run_id: str
+    steps: tuple[SubagentStep, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class WaitEvidence:
     """Everything known about one wait: its identity, what it asked, and its timeline."""
@@ -243,6 +272,7 @@ class WaitEvidence:
     items: tuple[Item, ...] = ()
     tool_result_receipt: bool = False  # the producer consumes it only with the call's result
     findings: tuple[str, ...] = ()  # protocol findings about this wait noticed before the model
+    subagent: SubagentTrace | None = None  # the subagent that raised it (AG-UI 1.0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -281,6 +311,18 @@ class Facts:
     # this one, not this one's), `moved_on` (a later run completed without consuming it).
     continuation_failure: str | None = None
     action_edited: bool = False  # the approved action is the edited one (`editedArgs`)
+    subagent: Subagent | None = None  # the subagent that raised the wait, as of now
+
+
+@dataclass(frozen=True, slots=True)
+class Subagent:
+    """The subagent that raised a wait, as of the evaluation time: its invocation id, its name
+    and state by the latest `SUBAGENT_*` event then (None: none seen yet) and since when."""
+
+    run_id: str
+    name: str | None = None
+    state: SubagentState | None = None
+    since: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

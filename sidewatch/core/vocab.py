@@ -22,7 +22,7 @@ class LineKind(StrEnum):
     ACTIVITY = "activity"  # skipped
     RAW = "raw"  # skipped
     STEP = "step"  # skipped
-    SUBAGENT = "subagent"  # skipped
+    SUBAGENT = "subagent"  # SUBAGENT_STARTED / _FINISHED / _ERROR (ids, name and state only)
 
 
 class RejectReason(StrEnum):

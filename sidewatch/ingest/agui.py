@@ -27,10 +27,11 @@ from sidewatch.core.facts import (
     LegacyResumeFact,
     RunFact,
     RunMark,
+    SubagentFact,
     ToolCallFact,
     ToolResultFact,
 )
-from sidewatch.core.model import Code
+from sidewatch.core.model import Code, SubagentState
 from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 from sidewatch.ingest.bounds import (
     DIGEST_MAX,
@@ -117,7 +118,6 @@ for _name in EVENT_TYPES:
         "ACTIVITY": LineKind.ACTIVITY,
         "RAW": LineKind.RAW,
         "STEP": LineKind.STEP,
-        "SUBAGENT": LineKind.SUBAGENT,
     }.get(_name.split("_")[0])
     if _kind is not None:
         _SKIPPED[_name.encode()] = _kind
@@ -206,7 +206,8 @@ class Interpreter:
         # (thread, run) -> where the facts of its untimed input start and end in `facts`
         self._untimed_inputs: dict[tuple[str, str], tuple[int, int]] = {}
         # legacy on_interrupt events per run, until the run's end says what their ids are
-        self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int]]] = {}
+        # (the event's `subagentRunId` beside it: ag-ui-langgraph attributes the event itself)
+        self._legacy: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int, str | None]]] = {}
         # ag-ui-crewai: its pauses held per run until the run's end, and then (thread,
         # interrupt id) -> (the run that announced it last, what a cancel of it runs)
         self._crewai_held: dict[tuple[str, str], list[tuple[str, Code | None]]] = {}
@@ -620,6 +621,7 @@ class Interpreter:
                 tool_call_id=it.tool_call_id,
                 expires_raw=it.expires_at,
                 meta=meta,
+                subagent_run_id=it.subagent_run_id,
             )
         for it in interrupts:  # ag-ui-crewai's opt-in 1.0 outcome
             if is_crewai(None, it.metadata):
@@ -658,6 +660,7 @@ class Interpreter:
         meta: dict[str, Any] | None = None,
         action: str | None = None,
         digest: str | None = None,
+        subagent_run_id: str | None = None,
     ) -> None:
         """One interrupt of a run, as a fact: its action is the gated call seen in this unit
         (or the dialect's own), its digest the producer's fingerprint or the computed one."""
@@ -692,6 +695,7 @@ class Interpreter:
                 request_id=_str_or_none(meta.get("requestId")),
                 action=action,
                 tool_result_receipt=tool_result_receipt,
+                subagent_run_id=subagent_run_id,
             )
         )
 
@@ -883,8 +887,14 @@ class Interpreter:
         _checked_or_none(legacy.tool_call_id, "CUSTOM on_interrupt: value.toolCallId")
         _checked_or_none(legacy.action, "CUSTOM on_interrupt: value.action_requests.0.name")
         _check_expiry(legacy.expires_at, "CUSTOM on_interrupt: value.expiresAt")
+        sub = obj.get("subagentRunId")
+        if sub is not None and not isinstance(sub, str):
+            raise _LineError(
+                RejectReason.INVALID_FIELD, "CUSTOM on_interrupt: subagentRunId: must be a string"
+            )
+        _checked_or_none(sub, "CUSTOM on_interrupt: subagentRunId")
         self._legacy.setdefault((thread, run), []).append(
-            (legacy, self._at(obj), self.seq_base + n)
+            (legacy, self._at(obj), self.seq_base + n, sub)
         )
         if crewai is not None and legacy.interrupt_id is not None:
             self._crewai_held.setdefault((thread, run), []).append(
@@ -928,7 +938,7 @@ class Interpreter:
         1.0 outcome, in order). The n-th one without an id is the outcome's n-th interrupt,
         else `{runId}#{n}`, with a finding."""
         unnamed = 0
-        for legacy, at, seq in self._legacy.pop((thread, run), []):
+        for legacy, at, seq, sub in self._legacy.pop((thread, run), []):
             interrupt_id = legacy.interrupt_id
             if interrupt_id is None:
                 unnamed += 1
@@ -952,7 +962,80 @@ class Interpreter:
                 expires_raw=legacy.expires_at,
                 action=legacy.action,
                 digest=legacy.digest,
+                subagent_run_id=sub,
             )
+
+    # -- subagents (AG-UI 1.0): their ids, name and state, never their content -------------
+
+    def _subagent_started(self, n: int, obj: dict[str, Any]) -> LineKind:
+        at = self._at(obj)
+        from ag_ui.core import SubagentStartedEvent  # noqa: PLC0415 (the models load only when needed)
+
+        ev = _valid(SubagentStartedEvent, obj, "SUBAGENT_STARTED")
+        name = _checked(ev.name, "SUBAGENT_STARTED: name")  # the description is not kept
+        sub = ev.subagent_run_id
+        return self._subagent(n, obj, "SUBAGENT_STARTED", sub, at, SubagentState.RUNNING, name=name)
+
+    def _subagent_finished(self, n: int, obj: dict[str, Any]) -> LineKind:
+        at = self._at(obj)
+        from ag_ui.core import (  # noqa: PLC0415 (the models load only when needed)
+            SubagentFinishedEvent,
+            SubagentFinishedSuspendedOutcome,
+        )
+
+        ev = _valid(SubagentFinishedEvent, obj, "SUBAGENT_FINISHED")  # its result is not kept
+        if not isinstance(ev.outcome, SubagentFinishedSuspendedOutcome):
+            sub = ev.subagent_run_id
+            return self._subagent(n, obj, "SUBAGENT_FINISHED", sub, at, SubagentState.FINISHED)
+        ids = tuple(
+            _checked(i, f"SUBAGENT_FINISHED: outcome.interruptIds.{k}")
+            for k, i in enumerate(ev.outcome.interrupt_ids or ())
+        )
+        if len(orjson.dumps(ids)) > ENTRIES_MAX:
+            raise _LineError(
+                RejectReason.INVALID_FIELD,
+                f"SUBAGENT_FINISHED: outcome.interruptIds: more than the store holds "
+                f"({ENTRIES_MAX} bytes of JSON)",
+            )
+        return self._subagent(
+            n, obj, "SUBAGENT_FINISHED", ev.subagent_run_id, at, SubagentState.SUSPENDED, ids
+        )
+
+    def _subagent_error(self, n: int, obj: dict[str, Any]) -> LineKind:
+        at = self._at(obj)
+        from ag_ui.core import SubagentErrorEvent  # noqa: PLC0415 (the models load only when needed)
+
+        ev = _valid(SubagentErrorEvent, obj, "SUBAGENT_ERROR")  # its message is not kept
+        return self._subagent(n, obj, "SUBAGENT_ERROR", ev.subagent_run_id, at, SubagentState.ERROR)
+
+    def _subagent(
+        self,
+        n: int,
+        obj: dict[str, Any],
+        what: str,
+        subagent_run_id: str,
+        at: int,
+        state: SubagentState,
+        interrupt_ids: tuple[str, ...] = (),
+        name: str | None = None,
+    ) -> LineKind:
+        """A subagent's event as a fact of the run in context: a suspended subagent opens no
+        wait of its own; its interrupts are the parent run's (`RUN_FINISHED`'s outcome)."""
+        sub = _checked(subagent_run_id, f"{what}: subagentRunId")
+        thread, run = self._run(obj, what)
+        self._emit(
+            SubagentFact(
+                thread_id=thread,
+                run_id=run,
+                subagent_run_id=sub,
+                state=state,
+                at=at,
+                seq=self.seq_base + n,
+                name=name,
+                interrupt_ids=interrupt_ids,
+            )
+        )
+        return LineKind.SUBAGENT
 
     # -- CUSTOM: sidewatch evidence events ------------------------------------------------
 
@@ -989,6 +1072,9 @@ _HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], LineKind]] = {
     "TOOL_CALL_CHUNK": Interpreter._tool_chunk,
     "TOOL_CALL_RESULT": Interpreter._tool_result,
     "CUSTOM": Interpreter._custom,
+    "SUBAGENT_STARTED": Interpreter._subagent_started,
+    "SUBAGENT_FINISHED": Interpreter._subagent_finished,
+    "SUBAGENT_ERROR": Interpreter._subagent_error,
 }
 _BYTE_HANDLERS = {k.encode(): v for k, v in _HANDLERS.items()}
 
@@ -1024,6 +1110,7 @@ def _check_interrupt(it: _Interrupt, where: str) -> None:
     _checked(it.id, f"{where}: id")
     _checked(it.reason, f"{where}: reason")
     _checked_or_none(it.tool_call_id, f"{where}: toolCallId")
+    _checked_or_none(it.subagent_run_id, f"{where}: subagentRunId")
     _check_expiry(it.expires_at, f"{where}: expiresAt")
     meta = it.metadata if isinstance(it.metadata, dict) else {}
     request_id = _str_or_none(meta.get("requestId"))

@@ -254,10 +254,12 @@ def _problem(w: dict[str, Any], base: str | None = None) -> str:
         "Phase": _e(w["phase"]) if w["phase"] else "",
         "Uncertain": "" if doubt == "no" else doubt,
         "Findings": _e(", ".join(w["findings"])),
+        "Subagent": _subagent(w["evidence"].get("subagent")),
     }
     dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in meta.items() if v)
     evidence = _table(
-        ("Evidence", "Value"), ((_e(k), _cell(k, v)) for k, v in w["evidence"].items())
+        ("Evidence", "Value"),
+        ((_e(k), _cell(k, v)) for k, v in w["evidence"].items() if k != "subagent"),
     )
     limits = _table(
         ("Threshold", "Value"), ((_e(k), _dur(v)) for k, v in w["thresholds"].items()), (1,)
@@ -274,6 +276,16 @@ def _problem(w: dict[str, Any], base: str | None = None) -> str:
         f'{never}</h3><p class="move"><strong>Next safe move:</strong> {_e(w["nextMove"])}</p>'
         f'<dl>{dl}</dl><div class="two">{evidence}{limits}</div></article>'
     )
+
+
+def _subagent(s: dict[str, Any] | None) -> str:
+    """The subagent that raised the wait: its invocation id, name and state (evidence only)."""
+    if not s:
+        return ""
+    name = f" {_code(s['name'])}" if s.get("name") else ""
+    state = _e(s["state"] or "no SUBAGENT_* event seen")
+    since = f" since {_time(s['since'])}" if s.get("since") else ""
+    return f"{_code(s['runId'])}{name} · {state}{since}"
 
 
 def _cell(key: str, value: Any) -> str:

@@ -90,13 +90,24 @@ def _wait(p: dict[str, Any], base: str | None = None) -> list[str]:
             else "; the continuation failed"
             if e["continuationFailed"]
             else ""
-        ),
+        )
+        + _subagent(e.get("subagent")),
         f"- **Thresholds:** resume grace {t['resumeGraceSeconds']} s, heartbeat freshness "
         f"{t['heartbeatFreshnessSeconds']} s, route grace {t['routeGraceSeconds']} s",
     ]
     if p.get("findings"):
         lines.append(f"- **Findings:** {', '.join(map(_v, p['findings']))}")
     return [*lines, ""]
+
+
+def _subagent(s: dict[str, Any] | None) -> str:
+    """The subagent that raised the wait (evidence only), as the end of the evidence line."""
+    if not s:
+        return ""
+    name = f" ({_v(s['name'])})" if s.get("name") else ""
+    state = _v(s["state"]) if s.get("state") else "no SUBAGENT_* event seen"
+    since = f" since {_v(s['since'])}" if s.get("since") else ""
+    return f"; raised by subagent {_v(s['runId'])}{name}, {state}{since}"
 
 
 def render_markdown(report: dict[str, Any], external_url: str | None = None) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sidewatch.core.model import OPEN_STATES, Thresholds, Verdict, WaitEvidence
+from sidewatch.core.model import OPEN_STATES, Subagent, Thresholds, Verdict, WaitEvidence
 from sidewatch.core.text import safe
 
 TABLE_LIMIT = 120  # characters of a request id or action in the audit table
@@ -91,6 +91,20 @@ def evidence_json(v: Verdict) -> dict[str, Any]:
         "continuationFailed": f.continuation_failed,
         "continuationFailure": f.continuation_failure,
         "actionEdited": f.action_edited,
+        "subagent": subagent_json(f.subagent),
+    }
+
+
+def subagent_json(s: Subagent | None) -> dict[str, Any] | None:
+    """The subagent that raised the wait (`subagentRunId` as `runId`), as of the verdict:
+    `state` by its latest `SUBAGENT_*` event (null: none seen), `since` that event's time."""
+    if s is None:
+        return None
+    return {
+        "runId": s.run_id,
+        "name": s.name,
+        "state": s.state.value if s.state else None,
+        "since": iso(s.since),
     }
 
 

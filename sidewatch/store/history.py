@@ -32,6 +32,7 @@ RUN_TABLES = (
     "legacy_resume",
     "tool_result",
     "heartbeat",
+    "subagent",
 )  # and finding, counted by the caller
 
 

@@ -24,11 +24,12 @@ from sidewatch.core.facts import (
     RunMark,
     SignalFact,
     SignalKind,
+    SubagentFact,
     ThreadFacts,
     ToolCallFact,
     ToolResultFact,
 )
-from sidewatch.core.model import Code
+from sidewatch.core.model import Code, SubagentState
 from sidewatch.store.models import DirtyThread, InterruptRow, WaitState, table_of
 from sidewatch.store.services import expand
 from sidewatch.store.sql import key_lookups
@@ -101,6 +102,13 @@ _SIGNAL = _Reader(
 _LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__, entries=_entries)
 _FINDING = _Reader("finding", FindingFact)
 _HEARTBEAT = _Reader("heartbeat", HeartbeatFact, handle=_bool)
+_STATES = {s.value: s for s in SubagentState}
+_SUBAGENT = _Reader(
+    "subagent",
+    SubagentFact,
+    state=_STATES.__getitem__,
+    interrupt_ids=lambda text: tuple(orjson.loads(text)),
+)
 
 
 def _read(conn: Connection, reader: _Reader[T], where: str, ids: list[str]) -> Iterator[T]:
@@ -162,6 +170,7 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     legacy = _by_thread(_read(conn, _LEGACY, where, where_ids))
     found = _by_thread(_read(conn, _FINDING, where, where_ids))
     beats = _by_thread(_read(conn, _HEARTBEAT, where, where_ids))
+    subagents = _by_thread(_read(conn, _SUBAGENT, where, where_ids))
     for thread, expanded in expand(conn, where_ids if thread_ids is not None else None).items():
         if thread in interrupts:  # a service's beats, as the bound thread's own heartbeats
             beats[thread] = [*beats.get(thread, ()), *expanded]
@@ -177,6 +186,7 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
             heartbeats=tuple(beats.get(thread, ())),
             legacy_resumes=tuple(legacy.get(thread, ())),
             findings=tuple(found.get(thread, ())),
+            subagents=tuple(subagents.get(thread, ())),
         )
         for thread, its in interrupts.items()
     ]

@@ -117,6 +117,7 @@ InterruptRow = Table(
     # The wait it announced closed and was pruned (store.retention) while its thread kept an
     # open wait: the row stays so that the engine knows the id was used, and closed.
     _bool("pruned", default=False, server_default=false()),
+    _text("subagent_run_id", 256, null=True),  # the interrupt's `subagentRunId` (0011)
     UniqueConstraint("thread_id", "run_id", "interrupt_id"),
 )
 
@@ -181,6 +182,23 @@ ToolResultRow = Table(
     _text("tool_call_id", 256),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_result_key"),
+)
+
+# A `SUBAGENT_STARTED|FINISHED|ERROR` event of run `run_id`: the invocation's id, its state,
+# its name (started) and the interrupts a suspended one raised (a JSON list of ids). Never its
+# description, result or error message.
+SubagentRow = Table(
+    "subagent",
+    metadata,
+    _id(),
+    _text("thread_id", 256, index=True),
+    _text("run_id", 256),
+    _text("subagent_run_id", 256),
+    _text("state", 16),
+    *_at_seq(),
+    _text("name", 256, null=True),
+    _text("interrupt_ids", 8192, default="[]"),
+    UniqueConstraint("thread_id", "run_id", "subagent_run_id", "state", name="uq_subagent_key"),
 )
 
 # A `sidewatch.route|decision|action|receipt` event.

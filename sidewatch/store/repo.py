@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Engine, Table, func, insert, select
 
 from sidewatch.core.facts import (
@@ -23,6 +24,7 @@ from sidewatch.core.facts import (
     ServiceBeatFact,
     ServiceBindFact,
     SignalFact,
+    SubagentFact,
     ThreadFacts,
     ToolCallFact,
     ToolResultFact,
@@ -41,6 +43,7 @@ from sidewatch.store.models import (
     RejectRow,
     RunRow,
     SignalRow,
+    SubagentRow,
     ToolCallRow,
     ToolResultRow,
     Unit,
@@ -63,6 +66,7 @@ _TABLES: dict[type, Table] = {
     SignalFact: table_of(SignalRow),
     HeartbeatFact: table_of(HeartbeatRow),
     FindingFact: table_of(FindingRow),
+    SubagentFact: table_of(SubagentRow),
 }
 _FIELDS = {t: tuple(f.name for f in fields(t)) for t in _TABLES}
 
@@ -204,7 +208,19 @@ def _legacy_row(f: Any) -> tuple[Any, ...]:
     return (*row[:_ENTRIES_AT], entries_json(f.entries), *row[_ENTRIES_AT + 1 :])
 
 
+_IDS_AT = _FIELDS[SubagentFact].index("interrupt_ids")
+_SUBAGENT_FIELDS = attrgetter(*_FIELDS[SubagentFact])
+
+
+def _subagent_row(f: Any) -> tuple[Any, ...]:
+    """The interrupts a suspended subagent raised kept as one JSON list (`load`)."""
+    row = _SUBAGENT_FIELDS(f)
+    ids = orjson.dumps(list(f.interrupt_ids)).decode()
+    return (*row[:_IDS_AT], ids, *row[_IDS_AT + 1 :])
+
+
 _ROW: dict[type, Callable[[Any], tuple[Any, ...]]] = {k: _plain(k) for k in _TABLES}
+_ROW[SubagentFact] = _subagent_row
 _ROW[FindingFact] = _finding_row
 _ROW[LegacyResumeFact] = _legacy_row
 _COLUMNS = {k: (*_FIELDS[k], "key") if k is FindingFact else _FIELDS[k] for k in _TABLES}

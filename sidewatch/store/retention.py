@@ -66,6 +66,7 @@ _EVIDENCE_TABLES = (
     "legacy_resume",
     "service_binding",
     "finding",
+    "subagent",
 )
 _NO_WAIT = "NOT EXISTS (SELECT 1 FROM interrupt i WHERE i.thread_id = t.thread_id)"
 _SIGNAL_NO_WAIT = (
@@ -564,6 +565,7 @@ _DATED = {
     "service_heartbeat_change": "at",
     "service_binding": "at",
     "finding": "at",
+    "subagent": "at",
     "wait_state": "requested_at",
     "transition": "at",
 }

@@ -4,7 +4,8 @@ An event type sidewatch does not interpret (`RAW`, `MESSAGES_SNAPSHOT`, `STATE_*
 `ACTIVITY_*`, text, reasoning, steps, any `CUSTOM` but `on_interrupt` and `sidewatch.*`) is not
 sent, and is recognised from the head of its bytes without being parsed where the encoder put
 `type` first (it always does). Of the events that are sent, content is replaced or left out:
-tool results, error messages, run results, interrupt messages. Of a `RunAgentInput`, only the
+tool results, error messages, run and subagent results, interrupt messages, subagent
+descriptions. Of a `RunAgentInput`, only the
 ids, the answers (`resume[]`, `forwardedProps.command.resume`, ADK confirmation tool messages,
 and with `frontend_tools` the tool messages of those tools) reduced to what decides them.
 Tool-call arguments (and an answer's `editedArgs`) are sent: the action digest is computed
@@ -30,6 +31,9 @@ SENT = frozenset(
         "TOOL_CALL_CHUNK",
         "TOOL_CALL_RESULT",
         "CUSTOM",
+        "SUBAGENT_STARTED",
+        "SUBAGENT_FINISHED",
+        "SUBAGENT_ERROR",
     }
 )
 # The fields kept of each sent event (threadId, runId and timestamp are kept on all).
@@ -43,6 +47,9 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "TOOL_CALL_CHUNK": ("toolCallId", "toolCallName", "parentMessageId", "delta"),
     "TOOL_CALL_RESULT": ("toolCallId", "messageId"),
     "CUSTOM": ("name",),
+    "SUBAGENT_STARTED": ("subagentRunId", "name"),
+    "SUBAGENT_FINISHED": ("subagentRunId",),
+    "SUBAGENT_ERROR": ("subagentRunId",),
 }
 _COMMON = ("type", "threadId", "runId", "timestamp")
 _HEAD = re.compile(rb'\s*\{\s*"type"\s*:\s*"([A-Za-z_]{1,64})"')
@@ -73,7 +80,10 @@ def reduce_event(
             out["input"] = run_input
     elif kind == "RUN_FINISHED" and isinstance(event.get("outcome"), dict):
         out["outcome"] = _outcome(event["outcome"])
-    elif kind == "RUN_ERROR":
+    elif kind == "SUBAGENT_FINISHED" and isinstance(event.get("outcome"), dict):
+        keys = ("type", "interruptIds")  # its `result` is not sent
+        out["outcome"] = {k: event["outcome"][k] for k in keys if k in event["outcome"]}
+    elif kind in ("RUN_ERROR", "SUBAGENT_ERROR"):
         out["message"] = ""  # required by AG-UI; the daemon reads that it is there, no more
     elif kind == "TOOL_CALL_RESULT":
         out["content"] = ""  # a result exists: that is all the daemon reads
@@ -239,7 +249,7 @@ def _outcome(outcome: dict[str, Any]) -> dict[str, Any]:
 
 
 def _interrupt(interrupt: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "reason", "toolCallId", "expiresAt")
+    keys = ("id", "reason", "toolCallId", "expiresAt", "subagentRunId")
     out: dict[str, Any] = {k: interrupt[k] for k in keys if k in interrupt}
     meta = interrupt.get("metadata")
     if isinstance(meta, dict):
@@ -292,4 +302,6 @@ def _custom(event: dict[str, Any], out: dict[str, Any]) -> dict[str, Any] | None
     raw = event.get("rawEvent")
     if isinstance(raw, dict) and "id" in raw:
         out["rawEvent"] = {"id": raw["id"]}
+    if "subagentRunId" in event:  # ag-ui-langgraph attributes the event to its subagent
+        out["subagentRunId"] = event["subagentRunId"]
     return out

@@ -20,12 +20,13 @@ from sidewatch.core.facts import (
     RunMark,
     SignalFact,
     SignalKind,
+    SubagentFact,
     ThreadFacts,
     ToolCallFact,
     ToolResultFact,
     key_hash,
 )
-from sidewatch.core.model import Code, Thresholds
+from sidewatch.core.model import Code, SubagentState, Thresholds
 from sidewatch.core.policy import Need, Policy, ReceiptKind
 from tests.oracle import oracle_verdicts
 
@@ -34,6 +35,7 @@ THREAD = "t /@1"
 INTERRUPTS = ("i1", "i2", "i3")
 RUNS = ("r1", "r2", "r3", "r4")
 CALLS = ("c1", "c2")
+SUBAGENTS = ("s1", "s2")
 REQUESTS = (f"{THREAD}/i1", f"{THREAD}/i2", f"{THREAD}/i1@r3", "req-a", "req-b")
 
 maybe_digest = st.sampled_from((None, "d1", "d2"))
@@ -58,6 +60,25 @@ def interrupt(at: int, seq: int) -> st.SearchStrategy[InterruptFact]:
         request_id=st.sampled_from((None, None, None, "req-a", "req-b")),
         action=st.sampled_from((None, "deploy")),
         tool_result_receipt=st.sampled_from((False, False, False, True)),
+        subagent_run_id=st.sampled_from((None, None, None, "", *SUBAGENTS)),
+    )
+
+
+@st.composite
+def subagent(draw: st.DrawFn, at: int, seq: int, run: str | None = None) -> SubagentFact:
+    state = draw(st.sampled_from(SubagentState))
+    suspended = state is SubagentState.SUSPENDED
+    return SubagentFact(
+        thread_id=THREAD,
+        run_id=run if run is not None else draw(runs),
+        subagent_run_id=draw(st.sampled_from(SUBAGENTS)),
+        state=state,
+        at=at,
+        seq=seq,
+        name=draw(st.sampled_from((None, "researcher")))
+        if state is SubagentState.RUNNING
+        else None,
+        interrupt_ids=tuple(draw(st.lists(interrupts, max_size=2))) if suspended else (),
     )
 
 
@@ -132,6 +153,7 @@ def fact(at: int, seq: int) -> st.SearchStrategy[object]:
         answer(at, seq),
         legacy(at, seq),
         signal(at, seq),
+        subagent(at, seq),
         st.builds(
             HeartbeatFact,
             thread_id=st.just(THREAD),
@@ -247,6 +269,10 @@ def episode(
     end = draw(st.sampled_from(RUN_MARKS))
     if end is None:  # interrupted: a wait announced, maybe again
         f = draw(interrupt(at + step, seq + 4))
+        if draw(st.booleans()):  # raised by a subagent, which suspends naming it (or not)
+            sub = draw(subagent(at + step, seq + 3, run))
+            named = (f.interrupt_id,) if draw(st.booleans()) else sub.interrupt_ids
+            out.append(replace(sub, state=SubagentState.SUSPENDED, interrupt_ids=named))
         out.append(replace(f, run_id=run, tool_call_id=call if draw(st.booleans()) else None))
         out.append(
             RunFact(
@@ -314,6 +340,7 @@ def _thread(facts: list[object]) -> ThreadFacts:
         heartbeats=of(HeartbeatFact),
         legacy_resumes=of(LegacyResumeFact),
         findings=of(FindingFact),
+        subagents=of(SubagentFact),
     )
 
 

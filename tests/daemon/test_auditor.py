@@ -47,6 +47,7 @@ EVIDENCE_KEYS = {
     "continuationFailed",
     "continuationFailure",
     "actionEdited",
+    "subagent",
 }
 
 

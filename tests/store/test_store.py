@@ -47,6 +47,7 @@ TABLES = {
     "service_binding",
     "pruned_total",
     "prune_retry",
+    "subagent",
 }
 
 
