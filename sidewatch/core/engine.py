@@ -72,6 +72,9 @@ class Evaluated:
     evidence: WaitEvidence
     verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
     error: Exception | None = None
+    # When its evidence closed it (RESUMED included: only a later step of a run that answered
+    # it reopens it); None while open. Time alone never reopens a wait (core.checkpoint).
+    settled_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +504,8 @@ class _Pass:
             v = w.verdict
             if v is not None and found:
                 v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
-            out.append(Evaluated(ev, v, w.error))
+            settled = w.replay.closed_at if w.error is None and w.replay.closed else None
+            out.append(Evaluated(ev, v, w.error, settled))
         return ThreadVerdicts(tuple(out), tuple(self.findings))
 
 
