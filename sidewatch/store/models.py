@@ -114,6 +114,9 @@ InterruptRow = Table(
     _text("action", 256, null=True),
     _bool("tool_result_receipt", default=False),
     UniqueConstraint("thread_id", "run_id", "interrupt_id"),
+    Index("ix_interrupt_thread_at", "thread_id", "at"),
+    Index("ix_interrupt_thread_interrupt", "thread_id", "interrupt_id"),
+    Index("ix_interrupt_thread_call", "thread_id", "tool_call_id"),
 )
 
 ToolCallRow = Table(
@@ -127,6 +130,7 @@ ToolCallRow = Table(
     _text("digest", 128),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_call_key"),
+    Index("ix_tool_call_thread_at", "thread_id", "at"),
 )
 
 RunRow = Table(
@@ -138,6 +142,7 @@ RunRow = Table(
     _text("mark", 16),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", "mark", name="uq_run_fact_key"),
+    Index("ix_run_fact_thread_at", "thread_id", "at"),
 )
 
 AnswerRow = Table(
@@ -152,6 +157,7 @@ AnswerRow = Table(
     *_at_seq(),
     _text("via", 16, default="resume"),
     UniqueConstraint("thread_id", "run_id", "interrupt_id", name="uq_answer_key"),
+    Index("ix_answer_thread_at", "thread_id", "at"),
 )
 
 # `forwardedProps.command.resume` answers: codes and hashed keys only, never payloads.
@@ -166,6 +172,7 @@ LegacyResumeRow = Table(
     _text("entries", 8192),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", name="uq_legacy_resume_key"),
+    Index("ix_legacy_resume_thread_at", "thread_id", "at"),
 )
 
 ToolResultRow = Table(
@@ -177,6 +184,8 @@ ToolResultRow = Table(
     _text("tool_call_id", 256),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_result_key"),
+    Index("ix_tool_result_thread_at", "thread_id", "at"),
+    Index("ix_tool_result_thread_call", "thread_id", "tool_call_id"),
 )
 
 # A `sidewatch.route|decision|action|receipt` event.
@@ -196,6 +205,7 @@ SignalRow = Table(
     _text("digest", 128, null=True),
     *_at_seq(),
     Index("ix_signal_ref", "thread_id", "interrupt_id"),
+    Index("ix_signal_thread_at", "thread_id", "at"),
 )
 
 HeartbeatRow = Table(
@@ -207,6 +217,7 @@ HeartbeatRow = Table(
     _text("run_id", 256, null=True),
     _bool("handle", null=True),
     *_at_seq(),
+    Index("ix_heartbeat_thread_at", "thread_id", "at"),
 )
 
 # The latest beat of each service instance (`sidewatch.heartbeat` of the service form),
@@ -261,6 +272,7 @@ FindingRow = Table(
     _text("run_id", 256, null=True),
     _text("interrupt_id", 256, null=True),
     *_at_seq(),
+    Index("ix_finding_thread_at", "thread_id", "at"),
 )
 
 # What pruned rows counted, kept so that counters continue past retention (see
@@ -342,6 +354,18 @@ DirtyThread = Table(
     metadata,
     _text("thread_id", 256, primary_key=True),
     _ms("mark"),
+)
+
+# A long thread's checkpoint (core.checkpoint): the facts timed before `cut` are settled
+# history, `count` of them when it was written (a late fact changes it), `dangling` the ids
+# they named that none of their waits had (JSON list). Written with the verdicts it rests on.
+ThreadCheckpoint = Table(
+    "thread_checkpoint",
+    metadata,
+    _text("thread_id", 256, primary_key=True),
+    _ms("cut"),
+    _ms("count"),
+    _text("dangling", 16384),
 )
 
 # Which replica audits: the holder renews the row every half interval; another replica takes

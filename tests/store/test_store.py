@@ -44,6 +44,7 @@ TABLES = {
     "service_heartbeat_change",
     "service_binding",
     "pruned_total",
+    "thread_checkpoint",
 }
 
 
