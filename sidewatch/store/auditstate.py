@@ -276,8 +276,8 @@ class AuditState:
 
     def policies_changed(self, fingerprint: str) -> int:
         """When the policies differ from those the stored verdicts used, mark every thread
-        with an open wait dirty (its verdict may change) and remember the new policies.
-        Returns how many threads were marked."""
+        with an open wait dirty (its verdict may change), drop the long threads' checkpoints
+        and remember the new policies. Returns how many threads were marked."""
         meta, ws = table_of(Meta), table_of(WaitState)
         try:
             with self.engine.begin() as conn:
@@ -294,6 +294,9 @@ class AuditState:
                 ]
                 if threads:
                     conn.exec_driver_sql(driver_sql(conn, MARK_DIRTY), threads)
+                # Settled verdicts rest on the old policies too: each thread is evaluated
+                # whole once more under the new ones (store.checkpoint).
+                conn.exec_driver_sql("DELETE FROM thread_checkpoint")
                 if old is None:
                     conn.execute(meta.insert().values(key="policies", value=fingerprint))
                 else:

@@ -147,20 +147,26 @@ def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     return int(conn.exec_driver_sql(sql, (cp.thread_id, cp.cut) * len(parts)).scalar_one())
 
 
-def _which(
-    conn: Connection, cp: Checkpoint, table: str, column: str, ids: Collection[str]
-) -> set[str]:
-    """Which of `ids` the prefix's rows of `table` hold in `column`."""
-    out: set[str] = set()
-    wanted = sorted(ids)
-    for k in range(0, len(wanted), CHUNK):
-        part = wanted[k : k + CHUNK]
-        sql = driver_sql(
-            conn,
-            f"SELECT DISTINCT {column} FROM {table} "  # noqa: S608
-            f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND at < ?",
-        )
-        out.update(str(r[0]) for r in conn.exec_driver_sql(sql, (cp.thread_id, *part, cp.cut)))
+def _held(
+    conn: Connection, cp: Checkpoint, asks: list[tuple[str, str, str, list[str]]]
+) -> dict[str, set[str]]:
+    """Which of the ids each ask names the prefix's rows hold: (label, table, column, ids),
+    asked in one statement (one round trip: a tick on PostgreSQL pays per statement)."""
+    out: dict[str, set[str]] = {label: set() for label, _, _, _ in asks}
+    parts: list[str] = []
+    args: list[Any] = []
+    for label, table, column, ids in asks:
+        for k in range(0, len(ids), CHUNK):
+            part = ids[k : k + CHUNK]
+            parts.append(
+                f"SELECT '{label}', {column} FROM {table} "  # noqa: S608
+                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND at < ?"
+            )
+            args += [cp.thread_id, *part, cp.cut]
+    if parts:
+        sql = driver_sql(conn, " UNION ".join(parts))
+        for label, value in conn.exec_driver_sql(sql, tuple(args)):
+            out[str(label)].add(str(value))
     return out
 
 
@@ -168,14 +174,12 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[s
     """What the prefix holds of the ids `part` (the suffix) uses, and of `rids` (its waits'
     requestIds), asked by those ids only."""
     u = uses(part)
-    runs: set[str] = set()
-    for table in (*_RUN_TABLES, "heartbeat"):
-        runs |= _which(conn, cp, table, "run_id", u.runs)
-    # Findings the auditor wrote (seq 0) are asked too: a doubt, never a miss.
-    runs |= _which(conn, cp, "finding", "run_id", u.runs)
-    calls: set[str] = set()
-    for table in ("tool_call", "tool_result", "interrupt"):
-        calls |= _which(conn, cp, table, "tool_call_id", u.calls)
+    runs, calls, iids = sorted(u.runs), sorted(u.calls), sorted(u.interrupts)
+    asks = [("r", table, "run_id", runs) for table in (*_RUN_TABLES, "heartbeat", "finding")]
+    # (Findings the auditor wrote, seq 0, are asked too: a doubt, never a miss.)
+    asks += [("c", table, "tool_call_id", calls) for table in ("tool_call", "tool_result")]
+    asks += [("c", "interrupt", "tool_call_id", calls), ("i", "interrupt", "interrupt_id", iids)]
+    held = _held(conn, cp, asks)
     requests: set[str] = set()
     wanted = sorted(rids)
     for k in range(0, len(wanted), CHUNK):
@@ -188,9 +192,9 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[s
         requests.update(str(r[0]) for r in conn.exec_driver_sql(sql, (cp.thread_id, *ps, cp.cut)))
     return Seen(
         count=_prefix_count(conn, cp),
-        runs=frozenset(runs),
-        interrupts=frozenset(_which(conn, cp, "interrupt", "interrupt_id", u.interrupts)),
-        calls=frozenset(calls),
+        runs=frozenset(held["r"]),
+        interrupts=frozenset(held["i"]),
+        calls=frozenset(held["c"]),
         requests=frozenset(requests),
         beats=bool(expand(conn, [cp.thread_id])),
     )

@@ -17,6 +17,7 @@ from sidewatch.core.engine import evaluate
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.daemon.auditor import Auditor
 from sidewatch.daemon.pipeline import ingest_unit, ref_protector
+from sidewatch.daemon.waits import wait_detail
 from sidewatch.store import checkpoint as stored
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -136,3 +137,37 @@ def test_a_fact_timed_before_the_cut_arriving_later_makes_the_thread_evaluated_w
     assert after == _whole(store, now + 600_000)
     rid = f"{THREAD}/approve-30"
     assert before[rid][0] == "RESUMED" and after[rid][0] != "RESUMED"
+
+
+def test_new_policies_drop_the_checkpoints(long_thread: Store) -> None:
+    store = long_thread
+    Auditor(store, (QUIET,)).tick(START + 100_000)
+    with store.engine.connect() as c:
+        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+
+    Auditor(store, (replace(QUIET, require_acknowledgement=True),))
+
+    with store.engine.connect() as c:
+        assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+
+
+def test_get_of_a_wait_gives_from_the_checkpoint_what_the_whole_thread_gives(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(START + 100_000)
+    last, settled = f"{THREAD}/approve-{RUNS}", f"{THREAD}/approve-20"
+    loads = _whole_loads(monkeypatch)
+    resumed = {rid: wait_detail(store, auditor, rid) for rid in (last, settled)}
+    assert [[THREAD]] == loads  # the settled wait is before the cut: its thread read whole
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+
+    whole = {rid: wait_detail(store, auditor, rid) for rid in (last, settled)}
+
+    for body in (*resumed.values(), *whole.values()):
+        assert body is not None
+        body.pop("evaluatedAt")
+    assert whole == resumed
+    assert resumed[last] is not None and resumed[last]["state"] == "WAITING"
