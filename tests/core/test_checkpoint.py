@@ -333,3 +333,15 @@ def test_a_wait_after_the_cut_with_the_requestid_of_a_settled_wait_ends_it() -> 
         thread_id=THREAD, run_id="new", interrupt_id="fresh", at=NOW, seq=10**6, request_id="req"
     )
     assert not _holds(first, [wait], NOW)
+
+
+def test_a_legacy_resume_map_naming_a_settled_wait_ends_it() -> None:
+    resume = LegacyResumeFact(
+        thread_id=THREAD,
+        run_id="new",
+        code=Code.DECLINE,
+        at=NOW,
+        seq=10**6,
+        entries=((key_hash("i1"), Code.DECLINE, None),),
+    )
+    assert not _holds(_long_thread(6), [resume], NOW)
