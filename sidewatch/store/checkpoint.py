@@ -46,8 +46,8 @@ _RUN_TABLES = ("interrupt", "tool_call", "run_fact", "answer", "legacy_resume", 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One thread evaluated: whole, or its suffix only (`resumed`: the waits after the cut;
-    the waits before it are settled and recorded). `checkpoint`: the one to keep (None: none,
-    and an old one is dropped)."""
+    the waits before it are settled and recorded). `checkpoint`: a new one to keep (None:
+    none; after a whole evaluation an old one is dropped, after a resumed one it stays)."""
 
     thread_id: str
     result: ThreadVerdicts | None  # None: the evaluation raised (`error`)
@@ -249,7 +249,7 @@ def evaluate_threads(
             whole.append(thread)
             continue
         new = _choose(part, result, now, run, cp) if keep else None
-        yield Outcome(thread, result, True, new or cp, True)
+        yield Outcome(thread, result, True, new, True)  # None: the old one stays
     for facts in load_threads(conn, whole) if whole else ():
         had = facts.thread_id in held
         try:

@@ -171,3 +171,12 @@ def test_get_of_a_wait_gives_from_the_checkpoint_what_the_whole_thread_gives(
         body.pop("evaluatedAt")
     assert whole == resumed
     assert resumed[last] is not None and resumed[last]["state"] == "WAITING"
+
+
+def test_a_short_thread_keeps_no_checkpoint(db_url: str) -> None:
+    store = Store(open_store(db_url))  # 60 runs: under LONG facts
+    _ingest(store, [line for i in range(1, RUNS + 1) for line in _run(i)], START)
+    Auditor(store, (QUIET,)).tick(START + 100_000)
+    with store.engine.connect() as c:
+        assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    store.engine.dispose()
