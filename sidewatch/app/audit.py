@@ -13,9 +13,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
 import orjson
 
+from sidewatch.core.checkpoint import Checkpoint
 from sidewatch.core.engine import evaluate
 from sidewatch.core.facts import FindingFact, ThreadFacts
 from sidewatch.core.model import (
@@ -43,6 +45,7 @@ from sidewatch.exporters.snapshot import (
 )
 from sidewatch.report.verdicts import evidence_json, thresholds_of
 from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
+from sidewatch.store.checkpoint import Outcome
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
 from sidewatch.store.retention import Pruned, Retention
@@ -182,15 +185,17 @@ class Auditor:
         groups: list[_Group] = []
         errors = 0
         keep: set[str] = set()  # threads to look at again next tick, whatever is due
-        for facts in self.store.threads(threads):
-            try:
-                assembled = evaluate(facts, self.policy_for, now)
-            except Exception:
-                log.exception("thread %s could not be assembled; skipped", facts.thread_id)
+        # A long thread from its checkpoint where it holds (store.checkpoint).
+        for out in self.store.evaluations(threads, self.policy_for, now):
+            assembled = out.result
+            if assembled is None:
+                log.error(
+                    "thread %s could not be assembled; skipped", out.thread_id, exc_info=out.error
+                )
                 errors += 1
-                keep.add(facts.thread_id)
+                keep.add(out.thread_id)
                 continue
-            g = _Group(facts.thread_id, findings=list(assembled.findings))
+            g = _Group(out.thread_id, findings=list(assembled.findings), outcome=out)
             for w in assembled.waits:
                 ev = w.evidence
                 if ev.requested_at > now:  # a producer's clock ahead of ours
@@ -211,6 +216,7 @@ class Auditor:
         for g in groups:
             if g.thread in marks and g.thread not in keep:
                 g.cleared.append((g.thread, marks[g.thread]))
+            _checkpoint(g, g.thread in keep)
         rest = _Group("")  # the marks of threads that hold no facts: nothing to evaluate
         rest.cleared = [(t, marks[t]) for t in threads if t in marks and t not in grouped]
         saved, refused = self._save([*groups, rest])
@@ -263,14 +269,14 @@ class Auditor:
         outage (StoreError) or a lost lease is raised, and nothing of the batch is saved."""
         fence = self.lease.fence if self.lease else None
         try:
-            self.state.save(*_joined(groups), fence)
+            self.state.save(*_joined(groups), fence, **_checkpoints(groups))
             return groups, 0
         except StoreRefused as e:
             log.warning("the store refused a verdict of a batch (%s): saving by thread", e.reason)
         saved: list[_Group] = []
         for g in groups:
             try:
-                self.state.save(*_joined([g]), fence)
+                self.state.save(*_joined([g]), fence, **_checkpoints([g]))
             except StoreRefused as e:
                 log.error(
                     "the store refused the verdicts of thread %s (%s); retried", g.thread, e.reason
@@ -352,6 +358,21 @@ class _Group:
     findings: list[FindingFact] = field(default_factory=list)
     cleared: list[tuple[str, int]] = field(default_factory=list)
     closing: list[tuple[WaitEvidence, Verdict]] = field(default_factory=list)
+    outcome: Outcome | None = None
+    checkpoint: list[Checkpoint] = field(default_factory=list)  # to keep: saved with it
+    dropped: list[str] = field(default_factory=list)
+
+
+def _checkpoint(g: _Group, failed: bool) -> None:
+    """The thread's checkpoint to save with its verdicts: a new one only when every verdict
+    of the thread is saved with it; the old one dropped when it no longer held."""
+    out = g.outcome
+    if out is None:
+        return
+    if out.checkpoint is not None and not failed:
+        g.checkpoint.append(out.checkpoint)
+    elif out.had and not out.resumed:
+        g.dropped.append(g.thread)
 
 
 def _joined(
@@ -363,6 +384,13 @@ def _joined(
         [x for g in groups for x in g.findings],
         [x for g in groups for x in g.cleared],
     )
+
+
+def _checkpoints(groups: list[_Group]) -> dict[str, Any]:
+    return {
+        "checkpoints": [x for g in groups for x in g.checkpoint],
+        "dropped": [x for g in groups for x in g.dropped],
+    }
 
 
 def _record(

@@ -96,8 +96,12 @@ def _wait(
     store: Store, recorded: AuditState, policy_for: PolicyFor, request_id: str, now: int
 ) -> dict[str, Any] | None:
     # Looked up, never parsed: ids may hold `/` and `@`.
-    for facts in store.threads(store.threads_of(request_id)):
-        for w in evaluate(facts, policy_for, now).waits:
+    # A long thread from its checkpoint, when the wait is after its cut (store.checkpoint).
+    threads = store.threads_of(request_id)
+    for out in store.evaluations(threads, policy_for, now, keep=False, want=request_id):
+        if out.result is None:
+            raise out.error or ValueError("not evaluated")
+        for w in out.result.waits:
             ev, v = w.evidence, w.verdict
             if ev.request_id != request_id:
                 continue

@@ -79,6 +79,9 @@ class Evaluated:
     verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
     error: Exception | None = None
     runs: frozenset[str] = frozenset()  # the runs that announced it (first and again)
+    # When its evidence closed it (RESUMED included: only a later step of a run that answered
+    # it reopens it); None while open. Time alone never reopens a wait (core.checkpoint).
+    settled_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,7 +540,8 @@ class _Pass:
             v = w.verdict
             if v is not None and found:
                 v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
-            out.append(Evaluated(ev, v, w.error, frozenset(w.runs)))
+            settled = w.replay.closed_at if w.error is None and w.replay.closed else None
+            out.append(Evaluated(ev, v, w.error, frozenset(w.runs), settled))
         return ThreadVerdicts(tuple(out), tuple(self.findings))
 
 

@@ -148,6 +148,11 @@ class Replay:
         return self.acc.closed
 
     @property
+    def closed_at(self) -> int:
+        """When the evidence closed it (meaningful only while `closed`)."""
+        return self.acc.closed_at
+
+    @property
     def repeats(self) -> frozenset[str]:
         """Runs whose input answered the wait again after its continuation had ended."""
         return frozenset(self.acc.repeats)

@@ -15,8 +15,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
+from sidewatch.core.checkpoint import Checkpoint
 from sidewatch.core.facts import FindingFact
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES
+from sidewatch.store.checkpoint import write as write_checkpoints
 from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
 from sidewatch.store.models import (
     DirtyThread,
@@ -219,9 +221,14 @@ class AuditState:
         findings: Sequence[FindingFact],
         cleared: Sequence[tuple[str, int]],
         fence: Callable[[Connection], None] | None = None,
+        *,
+        checkpoints: Sequence[Checkpoint] = (),
+        dropped: Sequence[str] = (),
     ) -> None:
         """Record one batch of verdicts at once: states, transitions, findings (a finding
         already stored is not stored again), and clear the dirty marks read before the batch.
+        `checkpoints` (of long threads, resting on these verdicts) replace the threads' old
+        ones, and those of `dropped` are deleted (store.checkpoint).
         `fence` runs first in the same transaction and may refuse it (store.lease). Raises
         StoreError for an outage, StoreRefused when the database refuses a value of it."""
         try:
@@ -262,13 +269,15 @@ class AuditState:
                 )
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
+                if checkpoints or dropped:
+                    write_checkpoints(conn, checkpoints, dropped)
         except (OverflowError, UnicodeError) as e:  # the driver's own refusal of a value
             raise refused("the store refused a verdict", e) from None
 
     def policies_changed(self, fingerprint: str) -> int:
         """When the policies differ from those the stored verdicts used, mark every thread
-        with an open wait dirty (its verdict may change) and remember the new policies.
-        Returns how many threads were marked."""
+        with an open wait dirty (its verdict may change), drop the long threads' checkpoints
+        and remember the new policies. Returns how many threads were marked."""
         meta, ws = table_of(Meta), table_of(WaitState)
         try:
             with self.engine.begin() as conn:
@@ -285,6 +294,9 @@ class AuditState:
                 ]
                 if threads:
                     conn.exec_driver_sql(driver_sql(conn, MARK_DIRTY), threads)
+                # Settled verdicts rest on the old policies too: each thread is evaluated
+                # whole once more under the new ones (store.checkpoint).
+                conn.exec_driver_sql("DELETE FROM thread_checkpoint")
                 if old is None:
                     conn.execute(meta.insert().values(key="policies", value=fingerprint))
                 else:

@@ -119,6 +119,9 @@ InterruptRow = Table(
     _bool("pruned", default=False, server_default=false()),
     _text("subagent_run_id", 256, null=True),  # the interrupt's `subagentRunId` (0011)
     UniqueConstraint("thread_id", "run_id", "interrupt_id"),
+    Index("ix_interrupt_thread_at", "thread_id", "at"),
+    Index("ix_interrupt_thread_interrupt", "thread_id", "interrupt_id"),
+    Index("ix_interrupt_thread_call", "thread_id", "tool_call_id"),
 )
 
 ToolCallRow = Table(
@@ -132,6 +135,7 @@ ToolCallRow = Table(
     _text("digest", 128),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_call_key"),
+    Index("ix_tool_call_thread_at", "thread_id", "at"),
 )
 
 RunRow = Table(
@@ -143,6 +147,7 @@ RunRow = Table(
     _text("mark", 16),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", "mark", name="uq_run_fact_key"),
+    Index("ix_run_fact_thread_at", "thread_id", "at"),
 )
 
 AnswerRow = Table(
@@ -157,6 +162,7 @@ AnswerRow = Table(
     *_at_seq(),
     _text("via", 16, default="resume"),
     UniqueConstraint("thread_id", "run_id", "interrupt_id", name="uq_answer_key"),
+    Index("ix_answer_thread_at", "thread_id", "at"),
 )
 
 # `forwardedProps.command.resume` answers: codes and hashed keys only, never payloads.
@@ -171,6 +177,7 @@ LegacyResumeRow = Table(
     _text("entries", 8192),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", name="uq_legacy_resume_key"),
+    Index("ix_legacy_resume_thread_at", "thread_id", "at"),
 )
 
 ToolResultRow = Table(
@@ -182,6 +189,8 @@ ToolResultRow = Table(
     _text("tool_call_id", 256),
     *_at_seq(),
     UniqueConstraint("thread_id", "run_id", "tool_call_id", name="uq_tool_result_key"),
+    Index("ix_tool_result_thread_at", "thread_id", "at"),
+    Index("ix_tool_result_thread_call", "thread_id", "tool_call_id"),
 )
 
 # A `SUBAGENT_STARTED|FINISHED|ERROR` event of run `run_id`: the invocation's id, its state,
@@ -218,6 +227,7 @@ SignalRow = Table(
     _text("digest", 128, null=True),
     *_at_seq(),
     Index("ix_signal_ref", "thread_id", "interrupt_id"),
+    Index("ix_signal_thread_at", "thread_id", "at"),
 )
 
 HeartbeatRow = Table(
@@ -229,6 +239,7 @@ HeartbeatRow = Table(
     _text("run_id", 256, null=True),
     _bool("handle", null=True),
     *_at_seq(),
+    Index("ix_heartbeat_thread_at", "thread_id", "at"),
 )
 
 # The latest beat of each service instance (`sidewatch.heartbeat` of the service form),
@@ -283,6 +294,7 @@ FindingRow = Table(
     _text("run_id", 256, null=True),
     _text("interrupt_id", 256, null=True),
     *_at_seq(),
+    Index("ix_finding_thread_at", "thread_id", "at"),
 )
 
 # What pruned rows counted, kept so that counters continue past retention (see
@@ -372,6 +384,18 @@ DirtyThread = Table(
     metadata,
     _text("thread_id", 256, primary_key=True),
     _ms("mark"),
+)
+
+# A long thread's checkpoint (core.checkpoint): the facts timed before `cut` are settled
+# history, `count` of them when it was written (a late fact changes it), `dangling` the ids
+# they named that none of their waits had (JSON list). Written with the verdicts it rests on.
+ThreadCheckpoint = Table(
+    "thread_checkpoint",
+    metadata,
+    _text("thread_id", 256, primary_key=True),
+    _ms("cut"),
+    _ms("count"),
+    _text("dangling", 16384),
 )
 
 # Which replica audits: the holder renews the row every half interval; another replica takes

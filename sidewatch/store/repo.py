@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, Table, func, insert, select
 
+from sidewatch.core.engine import PolicyFor
 from sidewatch.core.facts import (
     AnswerFact,
     Fact,
@@ -31,6 +32,7 @@ from sidewatch.core.facts import (
 )
 from sidewatch.core.vocab import LineKind
 from sidewatch.store.auditstate import finding_key
+from sidewatch.store.checkpoint import Outcome, evaluate_threads
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.load import entries_json, load_threads, threads_of_refs
 from sidewatch.store.models import (
@@ -51,7 +53,7 @@ from sidewatch.store.models import (
 )
 from sidewatch.store.retention import RetentionState, pruned_before, retention_state
 from sidewatch.store.services import write_beats, write_bindings
-from sidewatch.store.sql import MARK_DIRTY, driver_sql, insert_sql
+from sidewatch.store.sql import MARK_DIRTY, driver_sql, insert_sql, key_lookups
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
 
@@ -362,6 +364,20 @@ class Store:
         """The threads whose waits may have this requestId (see load.threads_of_refs)."""
         with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
             return threads_of_refs(conn, [request_id])
+
+    def evaluations(
+        self,
+        thread_ids: Collection[str],
+        policy_for: PolicyFor,
+        now: int,
+        keep: bool = True,
+        want: str | None = None,
+    ) -> list[Outcome]:
+        """These threads evaluated at `now`, a long one from its checkpoint where it holds
+        (store.checkpoint.evaluate_threads)."""
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            key_lookups(conn)
+            return list(evaluate_threads(conn, thread_ids, policy_for, now, keep, want))
 
     def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
         """Every thread (or the named ones) that has announced a wait, with all its facts."""

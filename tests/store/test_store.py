@@ -48,6 +48,7 @@ TABLES = {
     "pruned_total",
     "prune_retry",
     "subagent",
+    "thread_checkpoint",
 }
 
 

@@ -1,0 +1,268 @@
+"""Settled waits stay settled: a long thread's history before a cut is evaluated once.
+
+A checkpoint splits a thread at a time `cut`: every wait announced before it is settled (its
+evidence closed it; time alone never reopens a wait), and the facts before it (the prefix)
+share nothing with the facts after it (the suffix): no run, interrupt id, tool-call id or
+requestId, and no thread-wide heartbeat. Then the suffix alone gives the verdicts of the
+suffix's waits that the whole thread gives, and a tick evaluates only the suffix.
+
+Whether that still holds is checked at every use, from what the store says of the prefix
+asked about the suffix's own ids only (`Seen`): any doubt, and the thread is evaluated whole.
+A fact timed before the cut that arrived after the checkpoint (sources are not ordered with
+each other) changes the prefix's count of facts, and so the thread is evaluated whole, from
+its first fact. The checkpoint itself is a few numbers and the prefix's dangling references
+(ids it named that none of its waits had, usually none), whatever the history's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sidewatch.core.engine import ThreadVerdicts
+from sidewatch.core.facts import SignalFact, ThreadFacts, key_hash
+
+LONG = 400  # facts: a thread shorter than this is evaluated whole (no checkpoint is kept)
+MAX_DANGLING = 64  # a prefix naming more unknown ids than this keeps no checkpoint
+CANDIDATES = 8  # cuts tried, latest first
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a thread's settled history ends, and what detects a change to it."""
+
+    thread_id: str
+    cut: int  # the prefix: the facts timed before it (signals naming a wait: by the wait)
+    count: int  # the prefix's facts when it was taken (`prefix_count`)
+    dangling: frozenset[str]  # ids (and key hashes) the prefix named that no prefix wait had
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the prefix holds of the ids the suffix uses (asked of the store)."""
+
+    count: int  # the prefix's facts now
+    runs: frozenset[str] = frozenset()
+    interrupts: frozenset[str] = frozenset()
+    calls: frozenset[str] = frozenset()
+    requests: frozenset[str] = frozenset()  # requestIds of prefix waits
+    beats: bool = False  # a service's beats are bound to the thread (thread-wide heartbeats)
+
+
+@dataclass(frozen=True, slots=True)
+class Uses:
+    """The ids a part of a thread uses."""
+
+    runs: frozenset[str]
+    interrupts: frozenset[str]
+    calls: frozenset[str]
+
+
+def refs(facts: ThreadFacts) -> set[str]:
+    """Every requestId a wait of these interrupts may have (as the store routes signals)."""
+    out: set[str] = set()
+    for i in facts.interrupts:
+        out.add(f"{i.thread_id}/{i.interrupt_id}")
+        out.add(f"{i.thread_id}/{i.interrupt_id}@{i.run_id}")
+        if i.request_id is not None:
+            out.add(i.request_id)
+    return out
+
+
+def split(facts: ThreadFacts, cut: int) -> tuple[ThreadFacts, ThreadFacts]:
+    """The prefix and the suffix of a thread at `cut`. A signal naming a requestId belongs
+    to the suffix when a suffix interrupt may have that id, whenever it was timed."""
+
+    def parts(xs: Iterable[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        before: list[Any] = []
+        after: list[Any] = []
+        for x in xs:
+            (after if x.at >= cut else before).append(x)
+        return tuple(before), tuple(after)
+
+    pi, si = parts(facts.interrupts)
+    later = refs(replace(facts, interrupts=si))
+    ps: list[SignalFact] = []
+    ss: list[SignalFact] = []
+    for s in facts.signals:
+        if s.request_id is not None:
+            (ss if s.request_id in later else ps).append(s)
+        else:
+            (ss if s.at >= cut else ps).append(s)
+    split_ = {
+        name: parts(getattr(facts, name))
+        for name in (
+            "tool_calls",
+            "runs",
+            "answers",
+            "tool_results",
+            "heartbeats",
+            "legacy_resumes",
+            "findings",
+        )
+    }
+    prefix = ThreadFacts(
+        thread_id=facts.thread_id,
+        interrupts=pi,
+        signals=tuple(ps),
+        **{k: v[0] for k, v in split_.items()},
+    )
+    suffix = ThreadFacts(
+        thread_id=facts.thread_id,
+        interrupts=si,
+        signals=tuple(ss),
+        **{k: v[1] for k, v in split_.items()},
+    )
+    return prefix, suffix
+
+
+def prefix_count(
+    prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]
+) -> int:
+    """The prefix's facts as the store counts them: every fact timed before the cut (but a
+    finding the auditor wrote, seq 0, and a signal naming a requestId), plus the signals
+    (of any time, in `signals`) naming one of `requests`, the prefix waits' requestIds."""
+    wanted = set(requests)
+    n = (
+        len(prefix.interrupts)
+        + len(prefix.tool_calls)
+        + len(prefix.runs)
+        + len(prefix.answers)
+        + len(prefix.tool_results)
+        + len(prefix.heartbeats)
+        + len(prefix.legacy_resumes)
+        + sum(1 for f in prefix.findings if f.seq != 0)
+        + sum(1 for s in prefix.signals if s.request_id is None)
+    )
+    return n + sum(1 for s in signals if s.request_id in wanted)
+
+
+def uses(facts: ThreadFacts) -> Uses:
+    """The runs, interrupt ids and tool-call ids these facts use or name."""
+    runs: set[str] = set()
+    for xs in (
+        facts.interrupts,
+        facts.tool_calls,
+        facts.runs,
+        facts.answers,
+        facts.tool_results,
+        facts.legacy_resumes,
+    ):
+        runs.update(x.run_id for x in xs)
+    runs.update(h.run_id for h in facts.heartbeats if h.run_id is not None)
+    runs.update(f.run_id for f in facts.findings if f.run_id is not None and f.seq != 0)
+    interrupts = {i.interrupt_id for i in facts.interrupts}
+    interrupts.update(a.interrupt_id for a in facts.answers)
+    interrupts.update(
+        s.interrupt_id
+        for s in facts.signals
+        if s.request_id is None and s.interrupt_id is not None and s.thread_id == facts.thread_id
+    )
+    calls = {c.tool_call_id for c in facts.tool_calls}
+    calls.update(t.tool_call_id for t in facts.tool_results)
+    calls.update(i.tool_call_id for i in facts.interrupts if i.tool_call_id is not None)
+    return Uses(frozenset(runs), frozenset(interrupts), frozenset(calls))
+
+
+def dangling(prefix: ThreadFacts, requests: Iterable[str]) -> frozenset[str]:
+    """What the prefix names that none of its waits has: answers' and signals' interrupt ids,
+    signals' requestIds, legacy resume keys (hashed). A suffix wait with one of them would
+    have taken that fact: the checkpoint no longer holds."""
+    own = {i.interrupt_id for i in prefix.interrupts}
+    hashes = {key_hash(i) for i in own}
+    rids = set(requests)
+    out = {a.interrupt_id for a in prefix.answers if a.interrupt_id not in own}
+    for s in prefix.signals:
+        if s.request_id is not None:
+            if s.request_id not in rids:
+                out.add(s.request_id)
+        elif s.interrupt_id is not None and s.interrupt_id not in own:
+            out.add(s.interrupt_id)
+    for lr in prefix.legacy_resumes:
+        out.update(h for h, _, _ in lr.entries if h not in hashes)
+    return frozenset(out)
+
+
+def holds(cp: Checkpoint, suffix: ThreadFacts, result: ThreadVerdicts, seen: Seen) -> bool:
+    """The suffix's evaluation (`result`) is the whole thread's for the suffix's waits: the
+    prefix is as it was, shares no id with the suffix, and names nothing the suffix has."""
+    if seen.count != cp.count or seen.beats:
+        return False
+    if any(h.run_id is None for h in suffix.heartbeats):  # a beat for every wait of the thread
+        return False
+    u = uses(suffix)
+    if u.runs & seen.runs or u.interrupts & seen.interrupts or u.calls & seen.calls:
+        return False
+    rids = {w.evidence.request_id for w in result.waits}
+    if rids & seen.requests:
+        return False
+    own = {i.interrupt_id for i in suffix.interrupts}
+    hashes = {key_hash(i) for i in own}
+    if (u.interrupts | hashes | refs(suffix)) & cp.dangling:
+        return False
+    # A legacy resume key naming no suffix interrupt may name a prefix one (kept hashed: the
+    # store cannot be asked): the thread is evaluated whole.
+    return all(h in hashes for lr in suffix.legacy_resumes for h, _, _ in lr.entries)
+
+
+def seen_in(prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]) -> Seen:
+    """What `prefix` holds of every id: the store's answer, computed from the facts (tests)."""
+    u = uses(prefix)
+    return Seen(
+        count=prefix_count(prefix, requests, signals),
+        runs=u.runs,
+        interrupts=frozenset(i.interrupt_id for i in prefix.interrupts),
+        calls=u.calls,
+        requests=frozenset(requests),
+    )
+
+
+def at_cut(
+    facts: ThreadFacts, result: ThreadVerdicts, cut: int, base: Checkpoint | None = None
+) -> tuple[Checkpoint, ThreadFacts, Seen] | None:
+    """The checkpoint of `facts` (evaluated: `result`) at `cut`, with the suffix and what the
+    prefix holds, when every wait before the cut is settled; else None. With `base`, `facts`
+    are the suffix of `base` and the checkpoint continues it."""
+    before = [w for w in result.waits if w.evidence.requested_at < cut]
+    # Closed by what came before the cut: a later fact may close a wait open at the cut
+    # (the thread's one open wait takes a lone answer) and then the cut does not hold.
+    if not all(w.settled_at is not None and w.settled_at < cut for w in before):
+        return None
+    prefix, suffix = split(facts, cut)
+    if any(h.run_id is None for h in prefix.heartbeats):
+        return None  # fed to every wait announced later
+    rids = [w.evidence.request_id for w in before]
+    loose = dangling(prefix, rids) | (base.dangling if base is not None else frozenset())
+    if len(loose) > MAX_DANGLING:
+        return None
+    count = prefix_count(prefix, rids, facts.signals) + (base.count if base else 0)
+    seen = replace(seen_in(prefix, rids, facts.signals), count=count)
+    return Checkpoint(facts.thread_id, cut, count, loose), suffix, seen
+
+
+def choose(
+    facts: ThreadFacts,
+    result: ThreadVerdicts,
+    now: int,
+    evaluate_part: Callable[[ThreadFacts], ThreadVerdicts],
+    base: Checkpoint | None = None,
+) -> Checkpoint | None:
+    """The latest cut at or before `now` (a run's first fact) where the history before it is
+    settled and shares nothing with what follows. `facts` and `result`: the whole thread, or
+    (with `base`) the suffix of `base` and its evaluation; `evaluate_part` evaluates a suffix."""
+    starts: dict[str, int] = {}
+    for xs in (facts.interrupts, facts.tool_calls, facts.runs, facts.answers, facts.tool_results):
+        for x in xs:
+            if x.at < starts.get(x.run_id, now + 1):
+                starts[x.run_id] = x.at
+    floor = base.cut if base is not None else -1
+    cuts = sorted({t for t in starts.values() if floor < t <= now}, reverse=True)
+    for cut in cuts[:CANDIDATES]:
+        found = at_cut(facts, result, cut, base)
+        if found is None:
+            continue
+        cp, suffix, seen = found
+        if holds(cp, suffix, evaluate_part(suffix), seen):
+            return cp
+    return None

@@ -1,0 +1,274 @@
+"""A long thread's checkpoint in the store (core.checkpoint): read it, load only the facts
+after its cut, ask the store what the prefix holds of the suffix's ids, and evaluate.
+
+Every question asked of the prefix names the suffix's own ids and is answered from an index
+((thread, run), (thread, interrupt id), (thread, tool call), the prefix's time range), so a
+resumed evaluation reads what the suffix holds, not the thread's history. The count of the
+prefix's facts (a range count, in the database) tells a fact timed before the cut that
+arrived since: then the thread is evaluated whole. Checkpoints are written by the auditor in
+the transaction of the verdicts they rest on (AuditState.save).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from sqlalchemy import Connection
+
+from sidewatch.core.checkpoint import LONG, Checkpoint, Seen, choose, holds, refs, uses
+from sidewatch.core.engine import PolicyFor, ThreadVerdicts, evaluate
+from sidewatch.core.facts import SignalFact, ThreadFacts
+from sidewatch.store.load import (
+    _ANSWER,
+    _CALL,
+    _FINDING,
+    _HEARTBEAT,
+    _INTERRUPT,
+    _LEGACY,
+    _RESULT,
+    _RUN,
+    _SIGNAL,
+    CHUNK,
+    _Reader,
+    load_threads,
+)
+from sidewatch.store.services import expand
+from sidewatch.store.sql import driver_sql
+
+T = TypeVar("T")
+# The tables of a thread's own facts (run-scoped, with `thread_id`, `run_id`, `at`).
+_RUN_TABLES = ("interrupt", "tool_call", "run_fact", "answer", "legacy_resume", "tool_result")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One thread evaluated: whole, or its suffix only (`resumed`: the waits after the cut;
+    the waits before it are settled and recorded). `checkpoint`: a new one to keep (None:
+    none; after a whole evaluation an old one is dropped, after a resumed one it stays)."""
+
+    thread_id: str
+    result: ThreadVerdicts | None  # None: the evaluation raised (`error`)
+    resumed: bool
+    checkpoint: Checkpoint | None
+    had: bool  # the thread had a checkpoint when read
+    error: Exception | None = None
+
+
+def checkpoints(conn: Connection, thread_ids: Collection[str]) -> dict[str, Checkpoint]:
+    """The checkpoints of these threads that have one."""
+    ids = list(thread_ids)
+    out: dict[str, Checkpoint] = {}
+    for k in range(0, len(ids), CHUNK):
+        part = ids[k : k + CHUNK]
+        marks = ", ".join("?" for _ in part)
+        sql = driver_sql(
+            conn,
+            "SELECT thread_id, cut, count, dangling FROM thread_checkpoint "  # noqa: S608
+            f"WHERE thread_id IN ({marks})",
+        )
+        for thread, cut, count, loose in conn.exec_driver_sql(sql, tuple(part)):
+            out[thread] = Checkpoint(thread, int(cut), int(count), frozenset(orjson.loads(loose)))
+    return out
+
+
+def write(conn: Connection, keep: Sequence[Checkpoint], drop: Iterable[str]) -> None:
+    """Store `keep` (replacing the threads' old ones) and delete the checkpoints of `drop`."""
+    gone = [(t,) for t in {*drop, *(c.thread_id for c in keep)}]
+    if gone:
+        conn.exec_driver_sql(
+            driver_sql(conn, "DELETE FROM thread_checkpoint WHERE thread_id = ?"), gone
+        )
+    if keep:
+        conn.exec_driver_sql(
+            driver_sql(
+                conn,
+                "INSERT INTO thread_checkpoint (thread_id, cut, count, dangling) "
+                "VALUES (?, ?, ?, ?)",
+            ),
+            [
+                (c.thread_id, c.cut, c.count, orjson.dumps(sorted(c.dangling)).decode())
+                for c in keep
+            ],
+        )
+
+
+def _rows(conn: Connection, reader: _Reader[T], where: str, args: tuple[Any, ...]) -> list[T]:
+    sql = driver_sql(conn, f"SELECT {reader.columns} FROM {reader.table} WHERE {where}")  # noqa: S608
+    return list(map(reader.read, conn.exec_driver_sql(sql, args)))
+
+
+def _in(ids: Collection[str]) -> str:
+    return ", ".join("?" for _ in ids)
+
+
+def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
+    """The facts of the thread timed at or after the cut, and the signals naming a requestId
+    one of its interrupts may have (whenever they were timed), as load_threads gives them."""
+    t, cut = cp.thread_id, cp.cut
+    after = "thread_id = ? AND at >= ?"
+    interrupts = _rows(conn, _INTERRUPT, after, (t, cut))
+    shell = ThreadFacts(thread_id=t, interrupts=tuple(interrupts))
+    wanted = sorted(refs(shell))
+    signals: dict[str, SignalFact] = {}
+    for s in _rows(conn, _SIGNAL, after + " AND request_id IS NULL", (t, cut)):
+        signals[s.key] = s
+    for k in range(0, len(wanted), CHUNK):
+        part = wanted[k : k + CHUNK]
+        for s in _rows(conn, _SIGNAL, f"request_id IN ({_in(part)})", tuple(part)):
+            signals[s.key] = s
+    return ThreadFacts(
+        thread_id=t,
+        interrupts=tuple(interrupts),
+        tool_calls=tuple(_rows(conn, _CALL, after, (t, cut))),
+        runs=tuple(_rows(conn, _RUN, after, (t, cut))),
+        answers=tuple(_rows(conn, _ANSWER, after, (t, cut))),
+        tool_results=tuple(_rows(conn, _RESULT, after, (t, cut))),
+        signals=tuple(signals.values()),
+        heartbeats=tuple(_rows(conn, _HEARTBEAT, after, (t, cut))),
+        legacy_resumes=tuple(_rows(conn, _LEGACY, after, (t, cut))),
+        findings=tuple(_rows(conn, _FINDING, after, (t, cut))),
+    )
+
+
+def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
+    """core.checkpoint.prefix_count, counted by the database over the prefix's time range."""
+    before = "thread_id = ? AND at < ?"
+    parts = [f"SELECT count(*) FROM {t} WHERE {before}" for t in (*_RUN_TABLES, "heartbeat")]  # noqa: S608
+    parts.append(f"SELECT count(*) FROM finding WHERE {before} AND seq <> 0")  # noqa: S608
+    parts.append(f"SELECT count(*) FROM signal WHERE {before} AND request_id IS NULL")  # noqa: S608
+    parts.append(
+        "SELECT count(*) FROM signal WHERE request_id IN "
+        "(SELECT request_id FROM wait_state WHERE thread_id = ? AND requested_at < ?)"
+    )
+    sql = driver_sql(conn, "SELECT " + " + ".join(f"({p})" for p in parts))
+    return int(conn.exec_driver_sql(sql, (cp.thread_id, cp.cut) * len(parts)).scalar_one())
+
+
+def _held(
+    conn: Connection, cp: Checkpoint, asks: list[tuple[str, str, str, list[str]]]
+) -> dict[str, set[str]]:
+    """Which of the ids each ask names the prefix's rows hold: (label, table, column, ids),
+    asked in one statement (one round trip: a tick on PostgreSQL pays per statement)."""
+    out: dict[str, set[str]] = {label: set() for label, _, _, _ in asks}
+    parts: list[str] = []
+    args: list[Any] = []
+    for label, table, column, ids in asks:
+        for k in range(0, len(ids), CHUNK):
+            part = ids[k : k + CHUNK]
+            parts.append(
+                f"SELECT '{label}', {column} FROM {table} "  # noqa: S608
+                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND at < ?"
+            )
+            args += [cp.thread_id, *part, cp.cut]
+    if parts:
+        sql = driver_sql(conn, " UNION ".join(parts))
+        for label, value in conn.exec_driver_sql(sql, tuple(args)):
+            out[str(label)].add(str(value))
+    return out
+
+
+def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[str]) -> Seen:
+    """What the prefix holds of the ids `part` (the suffix) uses, and of `rids` (its waits'
+    requestIds), asked by those ids only."""
+    u = uses(part)
+    runs, calls, iids = sorted(u.runs), sorted(u.calls), sorted(u.interrupts)
+    asks = [("r", table, "run_id", runs) for table in (*_RUN_TABLES, "heartbeat", "finding")]
+    # (Findings the auditor wrote, seq 0, are asked too: a doubt, never a miss.)
+    asks += [("c", table, "tool_call_id", calls) for table in ("tool_call", "tool_result")]
+    asks += [("c", "interrupt", "tool_call_id", calls), ("i", "interrupt", "interrupt_id", iids)]
+    held = _held(conn, cp, asks)
+    requests: set[str] = set()
+    wanted = sorted(rids)
+    for k in range(0, len(wanted), CHUNK):
+        ps = wanted[k : k + CHUNK]
+        sql = driver_sql(
+            conn,
+            "SELECT request_id FROM wait_state "  # noqa: S608
+            f"WHERE thread_id = ? AND request_id IN ({_in(ps)}) AND requested_at < ?",
+        )
+        requests.update(str(r[0]) for r in conn.exec_driver_sql(sql, (cp.thread_id, *ps, cp.cut)))
+    return Seen(
+        count=_prefix_count(conn, cp),
+        runs=frozenset(held["r"]),
+        interrupts=frozenset(held["i"]),
+        calls=frozenset(held["c"]),
+        requests=frozenset(requests),
+        beats=bool(expand(conn, [cp.thread_id])),
+    )
+
+
+def _size(facts: ThreadFacts) -> int:
+    return sum(
+        len(getattr(facts, n))
+        for n in (
+            "interrupts",
+            "tool_calls",
+            "runs",
+            "answers",
+            "tool_results",
+            "signals",
+            "heartbeats",
+            "legacy_resumes",
+            "findings",
+        )
+    )
+
+
+def evaluate_threads(
+    conn: Connection,
+    thread_ids: Collection[str],
+    policy_for: PolicyFor,
+    now: int,
+    keep: bool = True,
+    want: str | None = None,
+) -> Iterator[Outcome]:
+    """Evaluate these threads at `now`: from their checkpoint where it holds, else whole.
+    With `keep`, a long thread's checkpoint to keep is chosen (Outcome.checkpoint). With
+    `want` (a requestId), a thread whose suffix lacks that wait is evaluated whole."""
+
+    def run(facts: ThreadFacts) -> ThreadVerdicts:
+        return evaluate(facts, policy_for, now)
+
+    held = checkpoints(conn, thread_ids)
+    whole: list[str] = [t for t in thread_ids if t not in held]
+    for thread, cp in held.items():
+        part = suffix(conn, cp)
+        try:
+            result = run(part)
+        except Exception:  # evaluated whole below, where a failure is reported
+            whole.append(thread)
+            continue
+        rids = {w.evidence.request_id for w in result.waits}
+        if want is not None and want not in rids:
+            whole.append(thread)
+            continue
+        if not holds(cp, part, result, seen(conn, cp, part, rids)):
+            whole.append(thread)
+            continue
+        new = _choose(part, result, now, run, cp) if keep else None
+        yield Outcome(thread, result, True, new, True)  # None: the old one stays
+    for facts in load_threads(conn, whole) if whole else ():
+        had = facts.thread_id in held
+        try:
+            result = run(facts)
+        except Exception as e:  # one thread never fails the others
+            yield Outcome(facts.thread_id, None, False, None, had, e)
+            continue
+        new = _choose(facts, result, now, run) if keep and _size(facts) > LONG else None
+        yield Outcome(facts.thread_id, result, False, new, had)
+
+
+def _choose(
+    facts: ThreadFacts,
+    result: ThreadVerdicts,
+    now: int,
+    run: Callable[[ThreadFacts], ThreadVerdicts],
+    base: Checkpoint | None = None,
+) -> Checkpoint | None:
+    try:
+        return choose(facts, result, now, run, base)
+    except Exception:  # only a speed-up: without one, the thread is evaluated whole
+        return None

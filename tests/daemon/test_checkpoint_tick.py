@@ -1,0 +1,186 @@
+"""A long thread's tick resumes from its checkpoint (store.checkpoint), on SQLite and
+PostgreSQL: it reads only the facts after the cut, and gives the verdicts a whole evaluation
+gives; a fact timed before the cut that arrives later makes the thread evaluated whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import orjson
+import pytest
+from sqlalchemy import text
+
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.read import Read
+from sidewatch.config import Config
+from sidewatch.core.engine import evaluate
+from sidewatch.core.policy import DEFAULT_POLICY, Need
+from sidewatch.store import checkpoint as stored
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+
+QUIET = replace(
+    DEFAULT_POLICY, name="default", route=Need.IGNORED, handle=Need.IGNORED, heartbeat=Need.IGNORED
+)
+THREAD = "long / thread@1"
+START = 1_785_000_000_000
+RUNS = 60  # a wait every 10 runs
+
+
+def _run(i: int) -> list[dict[str, Any]]:
+    """Run i: every 10th asks to deploy and stops on its interrupt; the next one approves it."""
+    run, at = f"run-{i}", START + i * 1000
+    resume = []
+    if i % 10 == 1 and i > 1:
+        resume = [{"interruptId": f"approve-{i - 1}", "status": "resolved", "payload": {}}]
+    lines: list[dict[str, Any]] = [
+        {"threadId": THREAD, "runId": run, "messages": [], "resume": resume, "timestamp": at},
+        {"type": "RUN_STARTED", "threadId": THREAD, "runId": run, "timestamp": at},
+    ]
+    end: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": THREAD, "runId": run}
+    if i % 10 == 0:
+        end["outcome"] = {
+            "type": "interrupt",
+            "interrupts": [{"id": f"approve-{i}", "reason": "confirm"}],
+        }
+    return [*lines, {**end, "timestamp": at + 2}]
+
+
+def _ingest(store: Store, lines: list[dict[str, Any]], at: int) -> None:
+    body = b"\n".join(orjson.dumps(line) for line in lines)
+    ingest_unit(store, "test", body, at, ref_protector(store.engine, Config()))
+
+
+def _states(store: Store) -> dict[str, tuple[str, int]]:
+    with store.engine.connect() as c:
+        rows = c.execute(text("SELECT request_id, state, since FROM wait_state")).all()
+    return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
+
+
+def _whole(store: Store, now: int) -> dict[str, tuple[str, int]]:
+    (facts,) = store.threads([THREAD])
+    out = {}
+    for w in evaluate(facts, lambda a, r: QUIET, now).waits:
+        assert w.verdict is not None
+        out[w.evidence.request_id] = (w.verdict.state.value, w.verdict.since)
+    return out
+
+
+@pytest.fixture
+def long_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    monkeypatch.setattr(stored, "LONG", 50)  # facts: this thread is a long one
+    store = Store(open_store(db_url))
+    _ingest(store, [line for i in range(1, RUNS + 1) for line in _run(i)], START)
+    yield store
+    store.engine.dispose()
+
+
+def _whole_loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    calls: list[list[str]] = []
+    real = stored.load_threads
+
+    def spy(conn: Any, ids: Any) -> Any:
+        calls.append(list(ids))
+        return real(conn, ids)
+
+    monkeypatch.setattr(stored, "load_threads", spy)
+    return calls
+
+
+def test_a_tick_after_a_new_event_reads_only_the_suffix_and_gives_the_whole_verdicts(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000  # the run of the last wait: all before are settled
+    loads = _whole_loads(monkeypatch)
+
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+    report = auditor.tick(now + 600_000)
+
+    assert [] == loads  # from the checkpoint: the history is not read
+    assert 1 == report.waits  # the open wait only
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def test_a_fact_timed_before_the_cut_arriving_later_makes_the_thread_evaluated_whole(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    loads = _whole_loads(monkeypatch)
+    before = _states(store)
+
+    # run-31 (it approved approve-30) failed after all: approve-30 is stuck, not resumed.
+    late = {
+        "type": "RUN_ERROR",
+        "threadId": THREAD,
+        "runId": "run-31",
+        "message": "boom",
+        "timestamp": START + 31 * 1000 + 5,
+    }
+    _ingest(store, [late], now)
+    auditor.tick(now + 600_000)
+
+    assert [[THREAD]] == loads
+    after = _states(store)
+    assert after == _whole(store, now + 600_000)
+    rid = f"{THREAD}/approve-30"
+    assert before[rid][0] == "RESUMED" and after[rid][0] != "RESUMED"
+
+
+def test_new_policies_drop_the_checkpoints(long_thread: Store) -> None:
+    store = long_thread
+    Auditor(store, (QUIET,)).tick(START + 100_000)
+    with store.engine.connect() as c:
+        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+
+    Auditor(store, (replace(QUIET, require_acknowledgement=True),))
+
+    with store.engine.connect() as c:
+        assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+
+
+def test_get_of_a_wait_gives_from_the_checkpoint_what_the_whole_thread_gives(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(START + 100_000)
+    last, settled = f"{THREAD}/approve-{RUNS}", f"{THREAD}/approve-20"
+    loads = _whole_loads(monkeypatch)
+    resumed = {
+        rid: Read(store, auditor.policy_for).wait(rid, START + 100_000) for rid in (last, settled)
+    }
+    assert [[THREAD]] == loads  # the settled wait is before the cut: its thread read whole
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+
+    whole = {
+        rid: Read(store, auditor.policy_for).wait(rid, START + 100_000) for rid in (last, settled)
+    }
+
+    for body in (*resumed.values(), *whole.values()):
+        assert body is not None
+        body.pop("evaluatedAt")
+    assert whole == resumed
+    assert resumed[last] is not None and resumed[last]["state"] == "WAITING"
+
+
+def test_a_short_thread_keeps_no_checkpoint(db_url: str) -> None:
+    store = Store(open_store(db_url))  # 60 runs: under LONG facts
+    _ingest(store, [line for i in range(1, RUNS + 1) for line in _run(i)], START)
+    Auditor(store, (QUIET,)).tick(START + 100_000)
+    with store.engine.connect() as c:
+        assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    store.engine.dispose()
