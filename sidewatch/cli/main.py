@@ -86,6 +86,7 @@ def _store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
         migrate=not read_only,
         busy_timeout_ms=cfg.store_busy_timeout_ms,
         limits=Limits.of(cfg),
+        heartbeat_gap_ms=cfg.heartbeat_gap_ms,
     )
     try:
         if read_only:
@@ -240,7 +241,7 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     any_rejected = False
     show_progress = sys.stderr.isatty()
     with _store(cfg) as engine:
-        store, protect = Store(engine), ref_protector(engine, cfg)
+        store, protect = Store(engine, cfg.heartbeat_gap_ms), ref_protector(engine, cfg)
         labels = cfg.decision_labels
         for n, path in enumerate(paths, start=1):
             if show_progress:
@@ -505,7 +506,7 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
     engine = open_store(cfg.db_url, migrate=False, limits=Limits.of(cfg))
     try:
         before, _ = revision(engine)
-        upgrade(engine)
+        upgrade(engine, cfg.heartbeat_gap_ms)
         after, head = revision(engine)
     finally:
         engine.dispose()
