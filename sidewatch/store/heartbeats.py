@@ -8,7 +8,8 @@ the beats gave (state, since, transitions) the span gives (core.health reads it 
 in any order and again: a beat inside a span of its kind changes nothing (a re-delivery is not
 stored twice); one that fills a gap joins the spans on both sides. A span of one handle is
 never extended across a beat of the other handle (any run of the thread), so each change of
-handle stays where it was.
+handle stays where it was; one that arrives after the beats around it were compacted cuts
+their span (`_split`): the one reading that is not exact.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class Span:
 def merge(spans: list[Span], beat: HeartbeatFact, gap_ms: int) -> bool:
     """Add one beat to a thread's spans (in place); False when it changes nothing (inside a
     span of its run and handle already: a re-delivery, or a late beat the span covers)."""
+    if beat.handle is not None:
+        _split(spans, beat)
     same = [s for s in spans if not s.gone and s.run_id == beat.run_id and s.handle == beat.handle]
     if any(s.at <= beat.at <= s.last_at for s in same):
         return False
@@ -101,6 +104,29 @@ def merge(spans: list[Span], beat: HeartbeatFact, gap_ms: int) -> bool:
     _widen(keep, beat.at, beat.seq, beat.at, beat.seq)
     keep.changed = True
     return True
+
+
+def _split(spans: list[Span], beat: HeartbeatFact) -> None:
+    """A late beat of one handle inside a span of the other (of any run) that is already
+    compacted: the span is cut at it, its handle back at once after it. The beats between are
+    gone, so when within the gap the handle came back is not known (docs/interpretations.md)."""
+    for s in [s for s in spans if not s.gone and s.handle is not None]:
+        if s.handle != beat.handle and s.at < beat.at < s.last_at:
+            before = max(1, s.beats * (beat.at - s.at) // (s.last_at - s.at))
+            after = Span(
+                None,
+                s.thread_id,
+                s.run_id,
+                s.handle,
+                beat.at,
+                beat.seq + 1,  # after the late beat at the same instant
+                s.last_at,
+                s.last_seq,
+                max(1, s.beats - before),
+                changed=True,
+            )
+            s.last_at, s.last_seq, s.beats, s.changed = beat.at, s.seq, before, True
+            spans.append(after)
 
 
 def _widen(s: Span, at: int, seq: int, last_at: int, last_seq: int) -> None:

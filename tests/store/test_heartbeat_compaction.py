@@ -263,6 +263,36 @@ def test_a_change_of_handle_starts_a_span_and_ends_the_one_before() -> None:
     ] == [(s.run_id, s.handle, s.at, s.last_at, s.beats) for s in spans]
 
 
+def test_a_span_of_a_run_that_announces_the_wait_again_counts_from_that_announcement() -> None:
+    # Run r2 beats from before it asks for the open wait again (at 20 min), for an hour.
+    beats: list[Beat] = [("r2", True, T0 + k * 30 * SEC) for k in range(120)]
+    first = InterruptFact(thread_id=THREAD, run_id="r1", interrupt_id="i", at=T0 + SEC, seq=0)
+    again = InterruptFact(thread_id=THREAD, run_id="r2", interrupt_id="i", at=T0 + 20 * MIN, seq=0)
+
+    assert [] == differences(beats, [beats], [first, again], 10 * MIN, GAP)
+
+
+def test_a_late_change_of_handle_cuts_the_span_it_falls_in() -> None:
+    # The beats around it were compacted before it came: the handle is lost at its time, and
+    # back at once after it (when within the gap it came back is not known any more).
+    kept: list[Beat] = [(None, True, T0 + k * 30 * SEC) for k in range(5)]
+    late: Beat = (None, False, T0 + 45 * SEC)
+    wait = InterruptFact(thread_id=THREAD, run_id="r1", interrupt_id="i", at=T0 + SEC, seq=0)
+
+    spans = compacted([kept, [late]], GAP)
+    (v,) = verdicts([wait], as_facts(spans), _policy(10 * MIN), T0 + 2 * MIN)
+    (exact,) = verdicts([wait], stored([kept, [late]]), _policy(10 * MIN), T0 + 2 * MIN)
+
+    assert [
+        (True, T0, T0 + 45 * SEC),
+        (False, T0 + 45 * SEC, T0 + 45 * SEC),
+        (True, T0 + 45 * SEC, T0 + 120 * SEC),
+    ] == [(s.handle, s.at, s.last_at) for s in sorted(spans, key=lambda s: (s.at, s.seq))]
+    assert ["WAITING", "ORPHANED", "WAITING"] == [t.to_state for t in v.transitions]
+    assert [T0 + SEC, T0 + 45 * SEC, T0 + 45 * SEC] == [t.at for t in v.transitions]
+    assert [T0 + SEC, T0 + 45 * SEC, T0 + 60 * SEC] == [t.at for t in exact.transitions]
+
+
 # -- the store (SQLite and PostgreSQL) ----------------------------------------------------------
 
 
