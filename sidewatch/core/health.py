@@ -425,8 +425,8 @@ def _evaluate(
         fresh_until = _last_hb(acc, t) + th.heartbeat_freshness_ms
         if t > fresh_until:
             orphaned.append(fresh_until)
-        else:
-            due = _earliest(due, fresh_until + 1)
+        else:  # a span fed beats through its last one: fresh until that one's freshness ends
+            due = _earliest(due, max(fresh_until, acc.hb_until + th.heartbeat_freshness_ms) + 1)
     if orphaned:
         return State.ORPHANED, None, min(orphaned), due
     return State.WAITING, phase, ev.requested_at, due

@@ -210,7 +210,7 @@ def differences(
             for name in shape:
                 if getattr(want, name) != getattr(got, name):
                     found.append((t, name))
-            inside = any(s.at < t < s.last_at for s in spans)
+            inside = any(s.at <= t < s.last_at for s in spans)
             if not inside and want != got:
                 found.append((t, "verdict"))
     return found
