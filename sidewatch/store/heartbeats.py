@@ -29,6 +29,12 @@ _SELECT = f"SELECT id, {', '.join(COLUMNS)} FROM heartbeat"  # noqa: S608 (our o
 _INSERT = f"INSERT INTO heartbeat ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 8)})"  # noqa: S608
 _UPDATE = "UPDATE heartbeat SET at = ?, seq = ?, last_at = ?, last_seq = ?, beats = ? WHERE id = ?"
 _DELETE = "DELETE FROM heartbeat WHERE id = ?"
+_PG_UPDATE = (
+    "UPDATE heartbeat AS h SET at = v.at, seq = v.seq, last_at = v.last_at, "
+    "last_seq = v.last_seq, beats = v.beats FROM unnest(%s::bigint[], %s::bigint[], "
+    "%s::bigint[], %s::bigint[], %s::int[], %s::int[]) AS v(at, seq, last_at, last_seq, beats, id) "
+    "WHERE h.id = v.id"
+)
 # One writer of a thread's spans at a time (PostgreSQL; SQLite has one writer anyway), taken in
 # one order so that two units locking the same threads never wait on each other in a cycle.
 _LOCK = (
@@ -173,7 +179,10 @@ def write_heartbeats(conn: Connection, beats: Sequence[HeartbeatFact], gap_ms: i
     ]
     new = [s.row() for s in every if s.id is None and not s.gone]
     for sql, rows in ((_DELETE, gone), (_UPDATE, updated), (_INSERT, new)):
-        if rows:
+        if rows and sql is _UPDATE and conn.dialect.name == "postgresql":
+            # One statement of integer arrays, not a statement a span: one round trip.
+            conn.exec_driver_sql(_PG_UPDATE, tuple(map(list, zip(*rows, strict=True))))
+        elif rows:
             conn.exec_driver_sql(driver_sql(conn, sql), rows)
     return changed
 
@@ -181,6 +190,11 @@ def write_heartbeats(conn: Connection, beats: Sequence[HeartbeatFact], gap_ms: i
 def _spans(conn: Connection, threads: list[str], lo: int, hi: int) -> dict[str, list[Span]]:
     """The threads' spans that end at `lo` or later and begin at `hi` or earlier."""
     out: dict[str, list[Span]] = defaultdict(list)
+    if conn.dialect.name == "postgresql":  # one array parameter, one statement
+        sql = f"{_SELECT} WHERE thread_id = ANY(%s) AND last_at >= %s AND at <= %s"
+        for r in conn.exec_driver_sql(sql, (threads, lo, hi)):
+            out[r[1]].append(_span(r))
+        return out
     for k in range(0, len(threads), CHUNK):
         part = threads[k : k + CHUNK]
         marks = ", ".join("?" for _ in part)
