@@ -69,6 +69,9 @@ class Config:
     store_pool_timeout_ms: int = 5_000
     store_prepare_threshold: int | None = 5  # None: never prepare (PgBouncer transaction mode)
     store_retention_ms: int = 30 * 86_400_000  # store.retention
+    # store.heartbeatCompaction: beats of one thread, run and handle this close or closer
+    # are kept as one span row (0: every beat of another time is a row of its own).
+    store_heartbeat_compaction_ms: int = 60_000
     policies: tuple[Policy, ...] = (DEFAULT_POLICY,)
     approver_ref_key: str | None = None  # None: the key in `hash_key_file` (generated)
     hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see README)
@@ -116,6 +119,13 @@ class Config:
         out = {w.lower(): Code.ACCEPT for p in self.policies for w in p.accept_labels}
         out.update({w.lower(): Code.DECLINE for p in self.policies for w in p.decline_labels})
         return out
+
+    @property
+    def heartbeat_gap_ms(self) -> int:
+        """The compaction gap the store uses: store.heartbeatCompaction, but never more than
+        the smallest heartbeatFreshness of the policies (a span is fresh throughout)."""
+        fresh = min((p.thresholds.heartbeat_freshness_ms for p in self.policies), default=0)
+        return max(0, min(self.store_heartbeat_compaction_ms, fresh))
 
     @property
     def metrics_protected(self) -> bool:

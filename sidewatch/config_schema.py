@@ -364,6 +364,9 @@ class Store(_Section):
     store_retention_ms: Annotated[Duration, _at_least(3_600_000, "1h")] = Field(
         CONFIG.store_retention_ms, alias="retention"
     )
+    store_heartbeat_compaction_ms: Duration = Field(
+        CONFIG.store_heartbeat_compaction_ms, alias="heartbeatCompaction"
+    )
 
     def record(self, given: Given) -> dict[str, Any]:
         return super().record(given) | {"db_url": given.env.get(ENV_DB_URL) or self.db_url}

@@ -359,8 +359,12 @@ def _items(w: _Wait, b: _Built) -> list[Item]:
             edited = a.via == VIA_EDITED
             items.append(Decision(a.at, a.seq, a.code, a.digest, run_id=a.run_id, edited=edited))
     for h in facts.heartbeats:
+        beat = Heartbeat(h.at, h.seq, h.handle, h.last_at, h.last_seq, h.beats)
         if h.run_id is None or (h.run_id in w.runs and (h.at, h.seq) >= w.runs[h.run_id]):
-            items.append(Heartbeat(h.at, h.seq, h.handle))
+            items.append(beat)
+        elif h.run_id in w.runs and h.last_at is not None and h.last_at > w.runs[h.run_id][0]:
+            # A span that goes on past the run's announcement counts from it on.
+            items.append(replace(beat, at=w.runs[h.run_id][0], seq=w.runs[h.run_id][1]))
     later = _later_runs(w, facts.runs)
     for r in facts.runs:
         step = _RUN_STEPS.get(r.mark)

@@ -369,3 +369,21 @@ def test_a_report_schedule_that_apscheduler_refuses_is_a_problem() -> None:
         "reports.schedule: '61 * * * *' is not a valid cron expression: Error validating "
         "expression '61': the last value (61) is higher than the maximum value (59)"
     ] == err.value.problems
+
+
+def test_the_heartbeat_compaction_gap_is_never_more_than_a_policy_s_freshness() -> None:
+    cfg = load_config(
+        {
+            "store": {"heartbeatCompaction": "5m"},
+            "policies": [
+                {"name": "fast", "heartbeatFreshness": "2m", "match": {"tools": ["x"]}},
+                {"name": "default"},
+            ],
+        },
+        {},
+    )
+    slow = load_config({"policies": [{"name": "slow", "heartbeatFreshness": "1h"}]}, {})
+
+    assert (300_000, 120_000) == (cfg.store_heartbeat_compaction_ms, cfg.heartbeat_gap_ms)
+    assert (60_000, 60_000) == (slow.store_heartbeat_compaction_ms, slow.heartbeat_gap_ms)
+    assert 0 == load_config({"store": {"heartbeatCompaction": "0s"}}, {}).heartbeat_gap_ms

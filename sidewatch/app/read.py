@@ -182,7 +182,11 @@ def _describe(item: Item) -> dict[str, Any]:
     if isinstance(item, ActionChange):
         return {"kind": "action", "actionDigest": item.digest}
     if isinstance(item, Heartbeat):
-        return {"kind": "heartbeat", "resumeHandle": item.handle}
+        if item.last_at is None or item.beats == 1:
+            return {"kind": "heartbeat", "resumeHandle": item.handle}
+        # A compacted span: one item, its beats counted, its first (`at`) and last beat.
+        span = {"lastAt": iso(item.last_at), "beats": item.beats}
+        return {"kind": "heartbeat", "resumeHandle": item.handle, **span}
     if isinstance(item, Receipt):
         return {"kind": "receipt"}
     assert isinstance(item, RunEvent)

@@ -87,6 +87,7 @@ def _store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
         migrate=not read_only,
         busy_timeout_ms=cfg.store_busy_timeout_ms,
         limits=Limits.of(cfg),
+        heartbeat_gap_ms=cfg.heartbeat_gap_ms,
     )
     try:
         if read_only:
@@ -264,7 +265,7 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     any_rejected = False
     show_progress = sys.stderr.isatty()
     with _store(cfg) as engine:
-        store = Store(engine)
+        store = Store(engine, cfg.heartbeat_gap_ms)
         ingest = Ingest(store, ref_protector(engine, cfg), cfg)
         for n, path in enumerate(paths, start=1):
             if show_progress:
@@ -534,7 +535,7 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
     engine = open_store(cfg.db_url, migrate=False, limits=Limits.of(cfg))
     try:
         before, _ = revision(engine)
-        upgrade(engine)
+        upgrade(engine, cfg.heartbeat_gap_ms)
         after, head = revision(engine)
     finally:
         engine.dispose()

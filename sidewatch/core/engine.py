@@ -257,6 +257,10 @@ class _Pass:
             if f.run_id not in last.runs:  # announced again: the same wait
                 last.runs.add(f.run_id)
                 self.by_run.setdefault(f.run_id, []).append(last)
+                # The run's spans of beats that go on past this instant count from it on.
+                for _, hb in self.heartbeats.get(f.run_id, ()):
+                    if isinstance(hb, Heartbeat) and hb.last_at is not None and hb.last_at > key[0]:
+                        self._feed(last, replace(hb, at=key[0], seq=key[1]))
             return
         call = None
         if f.tool_call_id is not None:
@@ -403,7 +407,9 @@ class _Pass:
         elif isinstance(fact, SignalFact):
             self._signal(pos, fact)
         elif isinstance(fact, HeartbeatFact):
-            item = Heartbeat(fact.at, fact.seq, fact.handle)
+            item = Heartbeat(
+                fact.at, fact.seq, fact.handle, fact.last_at, fact.last_seq, fact.beats
+            )
             self.heartbeats.setdefault(fact.run_id, []).append((pos, item))
             targets: Iterable[_Wait] = (
                 self.waits if fact.run_id is None else self.by_run.get(fact.run_id, ())

@@ -178,7 +178,9 @@ class SignalFact:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeartbeatFact:
     """The requester of the thread's waits (of `run_id`, or all) is alive; `handle` reports
-    its resume handle (None: not reported)."""
+    its resume handle (None: not reported). A compacted run of beats (store.heartbeats) is one
+    fact: `beats` beats of the same handle from `at` to `last_at`, no two consecutive ones
+    further apart than the compaction gap (never more than any policy's freshness)."""
 
     thread_id: str
     at: int
@@ -186,6 +188,9 @@ class HeartbeatFact:
     run_id: str | None = None
     handle: bool | None = None
     key: str = ""
+    last_at: int | None = None  # None: one beat
+    last_seq: int | None = None
+    beats: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -63,6 +63,8 @@ class _Acc:
         "handle_lost_at",
         "handle_reported",
         "hb_beyond",
+        "hb_seq_at",
+        "hb_until",
         "last_cont",
         "last_hb",
         "original",
@@ -89,6 +91,10 @@ class _Acc:
         self.handle_lost_at = ev.requested_at
         self.last_hb = ev.requested_at  # the interrupted run's own end is the first heartbeat
         self.hb_beyond = False
+        # Spans of beats (a compacted run): fresh through the latest `last_at` fed; from
+        # `hb_seq_at` on, a span's last beat that arrived after the request counts as beyond.
+        self.hb_until = ev.requested_at
+        self.hb_seq_at: int | None = None
         self.decision: Code | None = None
         self.decided_at: int | None = None
         self.accept: Decision | None = None
@@ -231,6 +237,11 @@ def _apply(acc: _Acc, item: Item, ev: WaitEvidence, policy: Policy) -> None:
     elif isinstance(item, Heartbeat):
         acc.hb_beyond = acc.hb_beyond or at > ev.requested_at or item.seq > ev.requested_seq
         acc.last_hb = max(acc.last_hb, at)
+        if item.last_at is not None and item.last_at > at:
+            acc.hb_until = max(acc.hb_until, item.last_at)
+            if item.last_seq is not None and item.last_seq > ev.requested_seq:
+                seq_at = acc.hb_seq_at
+                acc.hb_seq_at = item.last_at if seq_at is None else min(seq_at, item.last_at)
         if item.handle is not None:
             if (acc.handle and not item.handle) or (not acc.handle_reported and not item.handle):
                 acc.handle_lost_at = at
@@ -418,11 +429,11 @@ def _evaluate(
             else:
                 due = _earliest(due, deadline + 1)
     if policy.heartbeat is Need.REQUIRED:
-        fresh_until = acc.last_hb + th.heartbeat_freshness_ms
+        fresh_until = _last_hb(acc, t) + th.heartbeat_freshness_ms
         if t > fresh_until:
             orphaned.append(fresh_until)
-        else:
-            due = _earliest(due, fresh_until + 1)
+        else:  # a span fed beats through its last one: fresh until that one's freshness ends
+            due = _earliest(due, max(fresh_until, acc.hb_until + th.heartbeat_freshness_ms) + 1)
     if orphaned:
         return State.ORPHANED, None, min(orphaned), due
     return State.WAITING, phase, ev.requested_at, due
@@ -436,6 +447,18 @@ def _route_verified(acc: _Acc, policy: Policy) -> bool:
 
 def _earliest(a: int | None, b: int) -> int:
     return b if a is None or b < a else a
+
+
+def _last_hb(acc: _Acc, t: int) -> int:
+    """The latest heartbeat by `t`: a span fed so far beat through `t`, up to its last beat."""
+    return max(acc.last_hb, min(acc.hb_until, t))
+
+
+def _hb_beyond(acc: _Acc, ev: WaitEvidence, t: int) -> bool:
+    """Some heartbeat by `t` came after the request (by its time, or by its arrival)."""
+    if acc.hb_beyond or min(acc.hb_until, t) > ev.requested_at:
+        return True
+    return acc.hb_seq_at is not None and acc.hb_seq_at <= t
 
 
 # --------------------------------------------------------------------------------------
@@ -457,7 +480,8 @@ def _verdict(
         missing.append(Missing.ROUTE)
     if policy.handle is Need.REQUIRED and not acc.handle_reported:
         missing.append(Missing.HANDLE)
-    if policy.heartbeat is Need.REQUIRED and not acc.hb_beyond:
+    last_hb, hb_beyond = _last_hb(acc, now), _hb_beyond(acc, ev, now)
+    if policy.heartbeat is Need.REQUIRED and not hb_beyond:
         missing.append(Missing.HEARTBEAT)
     if acc.dropped:
         missing.append(Missing.DECISION)
@@ -470,8 +494,8 @@ def _verdict(
         handle_gone = policy.handle is Need.REQUIRED and acc.handle_reported and not acc.handle
         hb_stale = (
             policy.heartbeat is Need.REQUIRED
-            and acc.hb_beyond
-            and now - acc.last_hb > policy.thresholds.heartbeat_freshness_ms
+            and hb_beyond
+            and now - last_hb > policy.thresholds.heartbeat_freshness_ms
         )
         uncertain = uncertain or not (handle_gone or hb_stale)
 
@@ -494,7 +518,7 @@ def _verdict(
         route=route,
         approver_ref=acc.approver_ref,
         resume_handle=acc.handle,
-        last_heartbeat_at=acc.last_hb,
+        last_heartbeat_at=last_hb,
         decision=acc.decision,
         decided_at=acc.decided_at,
         receipt_at=acc.receipt_at,

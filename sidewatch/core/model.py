@@ -182,11 +182,17 @@ class ActionChange:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """The requester is alive; `handle` True/False reports the resume handle, None leaves it."""
+    """The requester is alive; `handle` True/False reports the resume handle, None leaves it.
+    A span (`last_at` set): `beats` beats of that handle from `at` to `last_at`, each within
+    the compaction gap of the one before, so the requester was fresh throughout; its latest
+    beat by any `t` in it reads as `t`, its last one carries `last_seq`."""
 
     at: int
     seq: int
     handle: bool | None = None
+    last_at: int | None = None
+    last_seq: int | None = None
+    beats: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ KEYS = {
     "store_pool_size": "store.poolSize",
     "store_pool_timeout_ms": "store.poolTimeout",
     "store_prepare_threshold": "store.prepareThreshold",
+    "store_heartbeat_compaction_ms": "store.heartbeatCompaction",
     "approver_ref_key": "privacy.approverRefKey",
     "hash_key_file": "privacy.hashKeyFile",
     "keyed_digests": "privacy.actionDigest",

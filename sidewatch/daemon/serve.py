@@ -201,6 +201,7 @@ class Daemon:
             migrate=migrate,
             busy_timeout_ms=config.store_busy_timeout_ms,
             limits=Limits.of(config),
+            heartbeat_gap_ms=config.heartbeat_gap_ms,
         )
         if not migrate:
             try:
@@ -208,7 +209,7 @@ class Daemon:
             except StoreError:
                 self.engine.dispose()
                 raise
-        self.store = Store(self.engine)
+        self.store = Store(self.engine, config.heartbeat_gap_ms)
         traces = from_environment(os.environ)
         self.tracer_provider = traces[1] if traces else None
         # Held 1.25 intervals and renewed every half interval (2.5 renewals per lease); a
@@ -462,6 +463,8 @@ class Daemon:
             else:
                 log.info("policies reloaded: the open waits of %d threads are re-audited", marked)
         self.config = self.state.config = self.ingest.config = effective
+        # Lower freshness, smaller compaction gap: the beats from now on follow it.
+        self.store.heartbeat_gap_ms = effective.heartbeat_gap_ms
         log.info(
             "SIGHUP: config reloaded: %s",
             ", ".join(taken) if taken else "nothing that can change while running changed",

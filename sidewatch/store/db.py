@@ -77,9 +77,14 @@ STALL_GRACE_S = 2.0
 
 
 def open_store(
-    url: str, migrate: bool = True, busy_timeout_ms: int = 10_000, limits: Limits | None = None
+    url: str,
+    migrate: bool = True,
+    busy_timeout_ms: int = 10_000,
+    limits: Limits | None = None,
+    heartbeat_gap_ms: int = 0,
 ) -> Engine:
-    """An engine on `url` with the schema at the newest migration (applied when missing).
+    """An engine on `url` with the schema at the newest migration (applied when missing;
+    `heartbeat_gap_ms`: the gap migration 0011 compacts heartbeats with, see `upgrade`).
     SQLite waits up to `busy_timeout_ms` for another writer's lock, then fails (503).
     `prepare_threshold` in a PostgreSQL URL's query (a number, or `None`) wins over
     `limits.prepare_threshold`."""
@@ -104,7 +109,7 @@ def open_store(
         _pg_deadlines(engine, limits)
     if migrate:
         try:
-            upgrade(engine)
+            upgrade(engine, heartbeat_gap_ms)
         except StoreError:
             engine.dispose()  # nobody else holds the engine to close its connections
             raise
@@ -388,9 +393,11 @@ def _current(conn: Connection) -> str | None:
 _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sidewatch/migrate'))"
 
 
-def upgrade(engine: Engine) -> None:
+def upgrade(engine: Engine, heartbeat_gap_ms: int = 0) -> None:
     """Bring the schema to the newest migration; a no-op (one query) when it already is.
-    Refuses a store at a revision this sidewatch does not know (a newer release's)."""
+    Refuses a store at a revision this sidewatch does not know (a newer release's).
+    `heartbeat_gap_ms`: the config's `heartbeat_gap_ms`, the gap within which migration 0011
+    compacts the stored heartbeats (0: only beats of the same time)."""
     newest = head()
     try:
         with engine.begin() as conn:
@@ -409,6 +416,7 @@ def upgrade(engine: Engine) -> None:
                 _known(engine, current, newest)
                 cfg = _alembic_config()
                 cfg.attributes["connection"] = conn
+                cfg.attributes["heartbeat_gap_ms"] = heartbeat_gap_ms
                 command.upgrade(cfg, "head")
     except OperationalError as e:
         raise store_error(f"store {_safe(str(engine.url))} is unavailable", e) from None

@@ -65,9 +65,16 @@ class _Reader(Generic[T]):
     """One fact's row-to-record conversion: the columns named as its fields, each passed by
     name, converted where the store keeps another type (0/1 for booleans, codes as text)."""
 
-    def __init__(self, table: str, fact: type[T], **convert: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        table: str,
+        fact: type[T],
+        skip: tuple[str, ...] = (),
+        **convert: Callable[[Any], Any],
+    ) -> None:
         self.table, self.fact = table, fact
-        self.names = tuple(f.name for f in fields(fact))  # type: ignore[arg-type]
+        names = (f.name for f in fields(fact))  # type: ignore[arg-type]
+        self.names = tuple(n for n in names if n not in skip)  # `skip`: left at its default
         unknown = convert.keys() - set(self.names)
         if unknown:  # a renamed field: caught at import, not by the first audit
             raise TypeError(f"{fact.__name__} has no field {sorted(unknown)}")
@@ -101,7 +108,7 @@ _SIGNAL = _Reader(
 )
 _LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__, entries=_entries)
 _FINDING = _Reader("finding", FindingFact)
-_HEARTBEAT = _Reader("heartbeat", HeartbeatFact, handle=_bool)
+_HEARTBEAT = _Reader("heartbeat", HeartbeatFact, skip=("key",), handle=_bool)  # spans
 _STATES = {s.value: s for s in SubagentState}
 _SUBAGENT = _Reader(
     "subagent",

@@ -230,15 +230,21 @@ SignalRow = Table(
     Index("ix_signal_thread_at", "thread_id", "at"),
 )
 
+# Heartbeats compacted into spans (store.heartbeats): `beats` beats of one thread, run and
+# handle from `at` to `last_at` (`seq`, `last_seq`: the first's and the last's arrival), no
+# two consecutive ones further apart than the compaction gap. A beat that changes nothing
+# extends a span in place; a new handle, or a longer gap, starts another.
 HeartbeatRow = Table(
     "heartbeat",
     metadata,
     _id(),
-    _text("key", 64, unique=True),
     _text("thread_id", 256, index=True),
     _text("run_id", 256, null=True),
     _bool("handle", null=True),
     *_at_seq(),
+    _ms("last_at"),
+    _ms("last_seq"),
+    _int("beats"),
     Index("ix_heartbeat_thread_at", "thread_id", "at"),
 )
 

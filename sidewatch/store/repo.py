@@ -34,11 +34,11 @@ from sidewatch.core.vocab import LineKind
 from sidewatch.store.auditstate import finding_key
 from sidewatch.store.checkpoint import Outcome, evaluate_threads
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
+from sidewatch.store.heartbeats import write_heartbeats
 from sidewatch.store.load import entries_json, load_threads, threads_of_refs
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
-    HeartbeatRow,
     InterruptRow,
     LegacyResumeRow,
     LineCount,
@@ -66,7 +66,6 @@ _TABLES: dict[type, Table] = {
     ToolResultFact: table_of(ToolResultRow),
     LegacyResumeFact: table_of(LegacyResumeRow),
     SignalFact: table_of(SignalRow),
-    HeartbeatFact: table_of(HeartbeatRow),
     FindingFact: table_of(FindingRow),
     SubagentFact: table_of(SubagentRow),
 }
@@ -87,10 +86,11 @@ REDELIVERED = LineKind.REDELIVERED
 class UnitWriter:
     """The open transaction of one unit: its id fixes the `seq` of every fact it writes."""
 
-    def __init__(self, conn: Connection, unit_id: int) -> None:
+    def __init__(self, conn: Connection, unit_id: int, heartbeat_gap_ms: int = 0) -> None:
         self.conn = conn
         self.unit_id = unit_id
         self.seq_base = unit_id << SEQ_SHIFT
+        self.heartbeat_gap_ms = heartbeat_gap_ms
 
     def write(
         self,
@@ -106,9 +106,12 @@ class UnitWriter:
         inserted = 0
         beats: list[ServiceBeatFact] = []
         bindings: list[ServiceBindFact] = []
+        heartbeats: list[HeartbeatFact] = []
         try:
             for fact in facts:
-                if isinstance(fact, ServiceBeatFact):
+                if isinstance(fact, HeartbeatFact):
+                    heartbeats.append(fact)
+                elif isinstance(fact, ServiceBeatFact):
                     beats.append(fact)
                 elif isinstance(fact, ServiceBindFact):
                     bindings.append(fact)
@@ -117,6 +120,8 @@ class UnitWriter:
             for kind, batch in rows.items():
                 # Straight to the driver's executemany: the hot path of ingest.
                 inserted += self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch).rowcount
+            # A beat inside a span of its kind (a re-delivery) changes nothing: not new.
+            inserted += write_heartbeats(self.conn, heartbeats, self.heartbeat_gap_ms)
             write_bindings(self.conn, bindings)
             write_beats(self.conn, beats)
             # A service's beat is news whenever it comes (its latest beat is upserted), so a
@@ -260,18 +265,23 @@ def _insert_unit(conn: Connection, source: str, received_at: int, key: str | Non
 class UnitBatch:
     """The open transaction of a batch of units (`Store.units`)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, heartbeat_gap_ms: int = 0) -> None:
         self.conn = conn
+        self.heartbeat_gap_ms = heartbeat_gap_ms
 
     def unit(self, source: str, received_at: int, key: str | None = None) -> UnitWriter | None:
         """The next unit's writer, or None when its `key` is already stored."""
         unit_id = _insert_unit(self.conn, source[:512], received_at, key)
-        return None if unit_id is None else UnitWriter(self.conn, unit_id)
+        return None if unit_id is None else UnitWriter(self.conn, unit_id, self.heartbeat_gap_ms)
 
 
 class Store:
-    def __init__(self, engine: Engine) -> None:
+    """The facts of the store of `engine`. `heartbeat_gap_ms`: the compaction gap of
+    heartbeats (config `heartbeat_gap_ms`; 0 keeps every beat of another time)."""
+
+    def __init__(self, engine: Engine, heartbeat_gap_ms: int = 0) -> None:
         self.engine = engine
+        self.heartbeat_gap_ms = heartbeat_gap_ms
 
     @contextmanager
     def unit(
@@ -290,7 +300,7 @@ class Store:
             self.engine.begin() as conn,
         ):
             unit_id = _insert_unit(conn, source[:512], received_at, key)
-            yield None if unit_id is None else UnitWriter(conn, unit_id)
+            yield None if unit_id is None else UnitWriter(conn, unit_id, self.heartbeat_gap_ms)
 
     @contextmanager
     def units(self) -> Iterator[UnitBatch]:
@@ -303,7 +313,7 @@ class Store:
             ),
             self.engine.begin() as conn,
         ):
-            yield UnitBatch(conn)
+            yield UnitBatch(conn, self.heartbeat_gap_ms)
 
     def findings(self) -> list[tuple[str, int]]:
         """(rule, at) of every protocol finding recorded."""

@@ -468,9 +468,18 @@ class Retention:
         if table == "finding":
             no_wait = f"(t.thread_id IS NULL OR {_NO_WAIT})"
         sql = f"SELECT id, at FROM {table} WHERE id > ? ORDER BY id LIMIT {int(self.batch)}"
-        ids = self._leading(sql, (after,), cutoff)
+        params: tuple[Any, ...] = (after,)
+        if table == "heartbeat":
+            # A span grows in place (store.heartbeats): its id is not its age. Its last beat
+            # dates it, and the walk starts over once it reached the end.
+            sql = (
+                "SELECT id, last_at FROM heartbeat WHERE id > ? AND last_at < ? "
+                f"ORDER BY id LIMIT {int(self.batch)}"
+            )
+            params = (after, cutoff)
+        ids = self._leading(sql, params, cutoff)
         if not ids:
-            return 0, after, False
+            return 0, 0 if table == "heartbeat" else after, False
         with self.engine.begin() as c:
             self._lock(c)
             marks = ", ".join("?" for _ in ids)
@@ -496,7 +505,8 @@ class Retention:
                 counts[(UNKNOWN, table)] += n
             _add(c, counts)
         # A batch cut short by a row newer than the cutoff: the rest waits for a later pass.
-        return int(n), ids[-1], len(ids) == self.batch
+        more = len(ids) == self.batch
+        return int(n), ids[-1] if more or table != "heartbeat" else 0, more
 
     def _leading(self, sql: str, params: tuple[Any, ...], cutoff: int) -> tuple[int, ...]:
         """The ids `sql` reads (id, time), in id order, up to the first dated at or after the

@@ -161,6 +161,10 @@ def fact(at: int, seq: int) -> st.SearchStrategy[object]:
             seq=st.just(seq),
             run_id=st.sampled_from((None, *RUNS)),
             handle=st.sampled_from((None, True, False)),
+            # a compacted span of beats (store.heartbeats), some past later facts
+            last_at=st.sampled_from((None, None, at + 30_000, at + 20 * MIN)),
+            last_seq=st.just(seq),
+            beats=st.just(3),
         ),
         st.builds(
             ToolCallFact,
@@ -264,6 +268,8 @@ def episode(
                 seq=seq + 3,
                 run_id=draw(st.sampled_from((None, run))),
                 handle=draw(st.sampled_from((None, True, False))),
+                last_at=draw(st.sampled_from((None, at + step + 2 * MIN))),
+                last_seq=seq + 3,
             )
         )
     end = draw(st.sampled_from(RUN_MARKS))

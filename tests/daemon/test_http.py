@@ -798,6 +798,28 @@ def test_a_request_id_whose_thread_id_holds_a_slash_is_found(client: TestClient,
     assert ("team/ops/int-1", "WAITING") == (r.json()["requestId"], r.json()["state"])
 
 
+def test_a_wait_s_compacted_heartbeats_are_one_timeline_item_with_their_count(
+    client: TestClient, now: int
+) -> None:
+    # Twenty beats 30 s apart, sent in two units, the second twice: one span of twenty.
+    beats = [heartbeat("thread-beats", now - 10 * MIN + k * 30 * SEC) for k in range(20)]
+    lines = requested("thread-beats", "int-1", "deploy_service", now - 11 * MIN, now + 90 * MIN)
+    for body in (lines + beats[:10], beats[10:], beats[10:]):
+        assert 200 == client.post("/v1/events", content=ndjson(body), headers=NDJSON).status_code
+
+    r = client.get("/v1/waits/thread-beats/int-1")
+
+    assert [
+        {
+            "at": iso(now - 10 * MIN),
+            "kind": "heartbeat",
+            "resumeHandle": True,
+            "lastAt": iso(now - 10 * MIN + 19 * 30 * SEC),
+            "beats": 20,
+        }
+    ] == [item for item in r.json()["timeline"] if item["kind"] == "heartbeat"]
+
+
 def test_an_unknown_wait_is_404(audited: TestClient) -> None:
     r = audited.get("/v1/waits/thread-deploy/int-nothing")
 

@@ -90,7 +90,10 @@ FACTS: list[Fact] = [
         digest="sha256:s",
         key="k-signal",
     ),
-    HeartbeatFact(thread_id=T, at=AT + 6, seq=8, run_id="r-1", handle=False, key="k-beat"),
+    # A beat comes back as a span of one beat (store.heartbeats), without an ingest key.
+    HeartbeatFact(
+        thread_id=T, at=AT + 6, seq=8, run_id="r-1", handle=False, last_at=AT + 6, last_seq=8
+    ),
     FindingFact(
         rule="expires_at_unparsable",
         at=AT + 7,
