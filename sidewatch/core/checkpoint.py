@@ -100,6 +100,7 @@ def split(facts: ThreadFacts, cut: int) -> tuple[ThreadFacts, ThreadFacts]:
             "heartbeats",
             "legacy_resumes",
             "findings",
+            "subagents",
         )
     }
     prefix = ThreadFacts(
@@ -132,6 +133,7 @@ def prefix_count(
         + len(prefix.tool_results)
         + len(prefix.heartbeats)
         + len(prefix.legacy_resumes)
+        + len(prefix.subagents)
         + sum(1 for f in prefix.findings if f.seq != 0)
         + sum(1 for s in prefix.signals if s.request_id is None)
     )
@@ -148,12 +150,14 @@ def uses(facts: ThreadFacts) -> Uses:
         facts.answers,
         facts.tool_results,
         facts.legacy_resumes,
+        facts.subagents,
     ):
         runs.update(x.run_id for x in xs)
     runs.update(h.run_id for h in facts.heartbeats if h.run_id is not None)
     runs.update(f.run_id for f in facts.findings if f.run_id is not None and f.seq != 0)
     interrupts = {i.interrupt_id for i in facts.interrupts}
     interrupts.update(a.interrupt_id for a in facts.answers)
+    interrupts.update(i for s in facts.subagents for i in s.interrupt_ids)
     interrupts.update(
         s.interrupt_id
         for s in facts.signals

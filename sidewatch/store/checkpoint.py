@@ -31,6 +31,7 @@ from sidewatch.store.load import (
     _RESULT,
     _RUN,
     _SIGNAL,
+    _SUBAGENT,
     CHUNK,
     _Reader,
     load_threads,
@@ -130,13 +131,15 @@ def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
         heartbeats=tuple(_rows(conn, _HEARTBEAT, after, (t, cut))),
         legacy_resumes=tuple(_rows(conn, _LEGACY, after, (t, cut))),
         findings=tuple(_rows(conn, _FINDING, after, (t, cut))),
+        subagents=tuple(_rows(conn, _SUBAGENT, after, (t, cut))),
     )
 
 
 def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     """core.checkpoint.prefix_count, counted by the database over the prefix's time range."""
     before = "thread_id = ? AND at < ?"
-    parts = [f"SELECT count(*) FROM {t} WHERE {before}" for t in (*_RUN_TABLES, "heartbeat")]  # noqa: S608
+    tables = (*_RUN_TABLES, "heartbeat", "subagent")
+    parts = [f"SELECT count(*) FROM {t} WHERE {before}" for t in tables]  # noqa: S608
     parts.append(f"SELECT count(*) FROM finding WHERE {before} AND seq <> 0")  # noqa: S608
     parts.append(f"SELECT count(*) FROM signal WHERE {before} AND request_id IS NULL")  # noqa: S608
     parts.append(
@@ -175,7 +178,9 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[s
     requestIds), asked by those ids only."""
     u = uses(part)
     runs, calls, iids = sorted(u.runs), sorted(u.calls), sorted(u.interrupts)
-    asks = [("r", table, "run_id", runs) for table in (*_RUN_TABLES, "heartbeat", "finding")]
+    asks = [
+        ("r", table, "run_id", runs) for table in (*_RUN_TABLES, "heartbeat", "subagent", "finding")
+    ]
     # (Findings the auditor wrote, seq 0, are asked too: a doubt, never a miss.)
     asks += [("c", table, "tool_call_id", calls) for table in ("tool_call", "tool_result")]
     asks += [("c", "interrupt", "tool_call_id", calls), ("i", "interrupt", "interrupt_id", iids)]

@@ -184,3 +184,51 @@ def test_a_short_thread_keeps_no_checkpoint(db_url: str) -> None:
     with store.engine.connect() as c:
         assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
     store.engine.dispose()
+
+
+def test_a_subagent_of_a_wait_after_the_cut_is_in_its_evidence_from_the_checkpoint(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    auditor = Auditor(store, (QUIET,))
+    now = START + 100_000
+    auditor.tick(now)
+    run, at = "run-sub", now + 1000
+    _ingest(
+        store,
+        [
+            {"type": "RUN_STARTED", "threadId": THREAD, "runId": run, "timestamp": at},
+            {"type": "SUBAGENT_STARTED", "subagentRunId": "sub-1", "name": "ops", "timestamp": at},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": THREAD,
+                "runId": run,
+                "timestamp": at + 2,
+                "outcome": {
+                    "type": "interrupt",
+                    "interrupts": [
+                        {"id": "ask-sub", "reason": "confirm", "subagentRunId": "sub-1"}
+                    ],
+                },
+            },
+        ],
+        at,
+    )
+    loads = _whole_loads(monkeypatch)
+    auditor.tick(at + 10_000)
+    rid = f"{THREAD}/ask-sub"
+
+    from_cut = Read(store, auditor.policy_for).wait(rid, at + 10_000)
+    assert [] == loads  # the tick and the GET read the suffix only
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = Read(store, auditor.policy_for).wait(rid, at + 10_000)
+
+    assert from_cut is not None and whole is not None
+    assert ("sub-1", "ops") == (
+        from_cut["evidence"]["subagent"]["runId"],
+        from_cut["evidence"]["subagent"]["name"],
+    )
+    from_cut.pop("evaluatedAt")
+    whole.pop("evaluatedAt")
+    assert whole == from_cut
