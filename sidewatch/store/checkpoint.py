@@ -12,7 +12,7 @@ the transaction of the verdicts they rest on (AuditState.save).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 import orjson
@@ -206,20 +206,8 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[s
 
 
 def _size(facts: ThreadFacts) -> int:
-    return sum(
-        len(getattr(facts, n))
-        for n in (
-            "interrupts",
-            "tool_calls",
-            "runs",
-            "answers",
-            "tool_results",
-            "signals",
-            "heartbeats",
-            "legacy_resumes",
-            "findings",
-        )
-    )
+    """How many facts the thread holds, of every kind."""
+    return sum(len(getattr(facts, f.name)) for f in fields(facts) if f.name != "thread_id")
 
 
 def evaluate_threads(
