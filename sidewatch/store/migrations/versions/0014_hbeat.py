@@ -119,6 +119,7 @@ def upgrade() -> None:
     op.drop_table("heartbeat")
     op.rename_table("heartbeat_span", "heartbeat")
     op.create_index("ix_heartbeat_thread_id", "heartbeat", ["thread_id"])
+    op.create_index("ix_heartbeat_thread_at", "heartbeat", ["thread_id", "at"])  # of 0013
 
 
 def downgrade() -> None:
@@ -138,3 +139,4 @@ def downgrade() -> None:
     op.drop_table("heartbeat")
     op.rename_table("heartbeat_beat", "heartbeat")
     op.create_index("ix_heartbeat_thread_id", "heartbeat", ["thread_id"])
+    op.create_index("ix_heartbeat_thread_at", "heartbeat", ["thread_id", "at"])  # of 0013
