@@ -258,8 +258,12 @@ def test_a_pass_out_of_time_stops_between_batches_and_the_next_goes_on(
     first = retention.prune(NOW, budget_s=1.5, clock=lambda: float(next(ticks)))
     second = retention.prune(NOW, budget_s=60)
 
-    assert (1, False) == (first.threads, first.done)
-    assert (1, True) == (second.threads, second.done)
+    # One batch of one closing transition, then out of time. Which thread's closing comes
+    # first follows the order the verdicts were written in: it may be t-mixed's (kept, its
+    # thread holds an open wait), so the first pass prunes one thread or none.
+    assert (False, True) == (first.done, second.done)
+    assert first.threads <= 1
+    assert 2 == first.threads + second.threads
 
 
 def test_a_report_reaching_back_before_the_cutoff_says_what_was_pruned(
