@@ -1203,8 +1203,12 @@ _INTERRUPT_REQUIRED = ("id", "reason")
 def _interrupts(outcome: Any) -> list[_Interrupt]:
     """The interrupts of a RUN_FINISHED `interrupt` outcome, validated."""
     plain = _plain_interrupts(outcome) if type(outcome) is dict else None
-    if plain is not None:
-        return plain
+    return plain if plain is not None else _modelled_interrupts(outcome)
+
+
+def _modelled_interrupts(outcome: Any) -> list[_Interrupt]:
+    """The interrupts as ag-ui's `RunFinishedInterruptOutcome` validates and reads them: any
+    spelling and shape the hand reader leaves (its reference, too)."""
     from ag_ui.core import RunFinishedInterruptOutcome  # noqa: PLC0415 (only when needed)
 
     parsed = _valid(RunFinishedInterruptOutcome, outcome, "RUN_FINISHED: outcome")

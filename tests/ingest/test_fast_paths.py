@@ -10,11 +10,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ag_ui.core import EventType, RunFinishedInterruptOutcome
+from ag_ui.core import EventType
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidewatch.ingest.agui import EVENT_TYPES, Interpreter, _Interrupt, _plain_interrupts
+from sidewatch.ingest.agui import (
+    EVENT_TYPES,
+    Interpreter,
+    _Interrupt,
+    _modelled_interrupts,
+    _plain_interrupts,
+)
 from sidewatch.ingest.reader import Framed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,21 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_named_event_types_are_ag_ui_s() -> None:
     assert tuple(t.value for t in EventType) == EVENT_TYPES
-
-
-def _by_pydantic(outcome: Any) -> list[_Interrupt]:
-    return [
-        _Interrupt(
-            it.id,
-            it.reason,
-            it.tool_call_id,
-            it.expires_at,
-            it.metadata,
-            it.response_schema,
-            it.subagent_run_id,
-        )
-        for it in RunFinishedInterruptOutcome.model_validate(outcome).interrupts
-    ]
 
 
 values = st.one_of(
@@ -85,7 +76,7 @@ def test_an_outcome_read_by_hand_is_the_one_pydantic_reads(value: dict[str, Any]
     plain = _plain_interrupts(value)
     if plain is None:
         return  # left to pydantic, which reads it (or words its reject) as before
-    assert _by_pydantic(value) == plain
+    assert _modelled_interrupts(value) == plain
 
 
 def test_a_plain_outcome_is_read_by_hand() -> None:
@@ -115,7 +106,7 @@ def test_a_plain_outcome_is_read_by_hand() -> None:
             "sub-1",
         )
     ] == _plain_interrupts(value)
-    assert _by_pydantic(value) == _plain_interrupts(value)
+    assert _modelled_interrupts(value) == _plain_interrupts(value)
 
 
 def test_a_snake_case_spelling_is_left_to_pydantic() -> None:
