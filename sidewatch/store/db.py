@@ -393,17 +393,27 @@ def _current(conn: Connection) -> str | None:
 _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sidewatch/migrate'))"
 
 
-def upgrade(engine: Engine, heartbeat_gap_ms: int = 0) -> None:
+def upgrade(engine: Engine, heartbeat_gap_ms: int = 0, replay: bool = False) -> None:
     """Bring the schema to the newest migration; a no-op (one query) when it already is.
     Refuses a store at a revision this sidewatch does not know (a newer release's).
     `heartbeat_gap_ms`: the config's `heartbeat_gap_ms`, the gap within which migration 0011
-    compacts the stored heartbeats (0: only beats of the same time)."""
+    compacts the stored heartbeats (0: only beats of the same time). A new SQLite store is
+    made from the schema the migrations leave, at once (store.newstore); `replay` runs every
+    migration instead (what that schema is checked against)."""
     newest = head()
     try:
         with engine.begin() as conn:
             current = _current(conn)
             if current == newest:
                 return
+            if current is None and newest is not None and not replay and _new_sqlite(conn):
+                from sidewatch.store.newstore import create
+
+                if create(conn, newest):
+                    return
+                current = _current(conn)  # made by another process meanwhile, or not new
+                if current == newest:
+                    return
             from alembic import command
 
             with unbounded():  # DDL takes its time
@@ -422,6 +432,14 @@ def upgrade(engine: Engine, heartbeat_gap_ms: int = 0) -> None:
         raise store_error(f"store {_safe(str(engine.url))} is unavailable", e) from None
     except SQLAlchemyError as e:
         raise store_error(f"store {_safe(str(engine.url))}: migration failed", e) from None
+
+
+def _new_sqlite(conn: Connection) -> bool:
+    """An SQLite database with no table yet, outside a transaction (the new store's own)."""
+    driver: Any = conn.connection.driver_connection
+    if conn.dialect.name != "sqlite" or driver is None or driver.in_transaction:
+        return False
+    return not conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()
 
 
 def _known(engine: Engine, current: str | None, newest: str | None) -> None:

@@ -1,0 +1,118 @@
+"""A new SQLite store is made at once from store/sqlite-schema.sql (store.newstore): it must be
+the store every migration makes, object for object, so that later migrations apply to it as to
+any other. PostgreSQL stores are always migrated (see the README's store section)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from sqlalchemy import Engine
+
+from sidewatch.errors import StoreError
+from sidewatch.store import db, newstore
+from sidewatch.store.db import head, open_store, upgrade
+
+REGENERATE = "run `python -m sidewatch.store.newstore` to write it again from the migrations"
+
+
+def schema(engine: Engine) -> dict[str, Any]:
+    """Everything SQLite says of a store's schema: every object's statement, and each table's
+    columns (type, nullability, default, key), indexes (unique, partial, their columns),
+    foreign keys and rows; and the settings a new file takes."""
+    with engine.connect() as conn:
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return sorted(tuple(r) for r in conn.exec_driver_sql(sql))
+
+        master = rows("SELECT type, name, tbl_name, sql FROM sqlite_master")
+        tables: dict[str, Any] = {}
+        for _type, name, *_ in (m for m in master if m[0] == "table"):
+            indexes = {
+                index[1]: (index[2:], rows(f'PRAGMA index_xinfo("{index[1]}")'))
+                for index in rows(f'PRAGMA index_list("{name}")')
+            }
+            tables[name] = {
+                "columns": rows(f'PRAGMA table_xinfo("{name}")'),
+                "indexes": indexes,
+                "foreign_keys": rows(f'PRAGMA foreign_key_list("{name}")'),
+                "rows": rows(f'SELECT * FROM "{name}"'),
+            }
+        settings = {
+            p: rows(f"PRAGMA {p}")
+            for p in ("auto_vacuum", "journal_mode", "user_version", "application_id", "encoding")
+        }
+    return {"master": master, "tables": tables, "settings": settings}
+
+
+def made_and_migrated(tmp_path: Path) -> tuple[Engine, Engine, list[bool]]:
+    made: list[bool] = []
+    create = newstore.create
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(newstore, "create", lambda conn, rev: made.append(create(conn, rev)) or made[-1])
+        fast = open_store(f"sqlite:///{tmp_path / 'made.db'}")
+    migrated = open_store(f"sqlite:///{tmp_path / 'migrated.db'}", migrate=False)
+    upgrade(migrated, replay=True)
+    return fast, migrated, made
+
+
+def test_the_schema_script_is_of_the_newest_migration() -> None:
+    revision, statements = newstore.statements(newstore.SCHEMA.read_text(encoding="utf-8"))
+
+    assert (head(), True) == (revision, bool(statements)), f"{newstore.SCHEMA.name}: {REGENERATE}"
+
+
+def test_a_new_sqlite_store_is_the_store_every_migration_makes(tmp_path: Path) -> None:
+    fast, migrated, made = made_and_migrated(tmp_path)
+
+    made_schema, migrated_schema = schema(fast), schema(migrated)
+    fast.dispose()
+    migrated.dispose()
+
+    assert [True] == made, "the new store was migrated, not made from the script"
+    assert migrated_schema["master"] == made_schema["master"], REGENERATE
+    assert migrated_schema == made_schema, REGENERATE
+
+
+def test_a_store_made_from_the_script_takes_the_migrations_down_and_up(tmp_path: Path) -> None:
+    fast, migrated, _ = made_and_migrated(tmp_path)
+    for engine in (fast, migrated):
+        with engine.begin() as conn:
+            cfg = db._alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0009")
+    down = schema(fast), schema(migrated)
+    for engine in (fast, migrated):
+        upgrade(engine)
+    up = schema(fast), schema(migrated)
+    fast.dispose()
+    migrated.dispose()
+
+    assert down[1] == down[0]
+    assert up[1] == up[0]
+
+
+def test_a_new_store_whose_making_fails_is_left_empty_and_made_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "broken.sql"
+    text = newstore.SCHEMA.read_text(encoding="utf-8")
+    broken.write_text(text + "CREATE TABLE unit (id INTEGER);\n", encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    monkeypatch.setattr(newstore, "SCHEMA", broken)
+    with pytest.raises(StoreError, match="table unit already exists"):
+        open_store(url)
+    engine = open_store(url, migrate=False)
+    with engine.connect() as conn:
+        left = conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()
+    engine.dispose()
+    monkeypatch.undo()
+
+    made = open_store(url)
+    with made.connect() as conn:
+        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    made.dispose()
+
+    assert (0, head()) == (left, version)
