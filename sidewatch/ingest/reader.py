@@ -16,7 +16,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from sidewatch.errors import InputError, TooLarge
-from sidewatch.tap.sse import sse_items  # the tap's framing: one SSE parser for both
 
 Line = tuple[int, bytes | Any]  # (line number, raw bytes or an already-parsed value)
 
@@ -119,6 +118,9 @@ def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:
 def _frames(body: bytes, media_type: str | None) -> Iterator[Line]:
     head = body.lstrip()[:8]
     if media_type == "text/event-stream" or (media_type is None and head.startswith(_SSE_FIELDS)):
+        # The tap's framing: one SSE parser for both (its package loads the whole tap).
+        from sidewatch.tap.sse import sse_items  # noqa: PLC0415
+
         yield from sse_items(body)
     elif head.startswith(b"["):
         try:

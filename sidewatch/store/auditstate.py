@@ -3,7 +3,6 @@ every wait, transitions, and the totals a restarted daemon continues from."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -37,6 +36,7 @@ from sidewatch.store.models import (
 from sidewatch.store.sql import MARK_DIRTY as MARK_DIRTY  # noqa: PLC0414
 from sidewatch.store.sql import bulk_insert as bulk_insert  # noqa: PLC0414
 from sidewatch.store.sql import driver_sql as driver_sql  # noqa: PLC0414
+from sidewatch.store.sql import finding_key as finding_key  # noqa: PLC0414
 from sidewatch.store.sql import key_lookups as key_lookups  # noqa: PLC0414
 
 
@@ -427,12 +427,6 @@ def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
         out.append(StoredTransition(r[0], r[1], r[2], r[3], r[4], r[5], r[6], thresholds, evidence))
     out.reverse()
     return out
-
-
-def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str | None) -> str:
-    """A finding's natural key: the same finding noticed again (at ingest, or by the auditor
-    from the verdict) is one row."""
-    return hashlib.sha256(f"{rule}\0{thread}\0{run}\0{interrupt}".encode()).hexdigest()[:32]
 
 
 def _totals(conn: Connection) -> Totals:

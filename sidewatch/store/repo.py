@@ -8,12 +8,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import Connection, Engine, Table, func, insert, select
 
-from sidewatch.core.engine import PolicyFor
 from sidewatch.core.facts import (
     AnswerFact,
     Fact,
@@ -31,8 +30,6 @@ from sidewatch.core.facts import (
     ToolResultFact,
 )
 from sidewatch.core.vocab import LineKind
-from sidewatch.store.auditstate import finding_key
-from sidewatch.store.checkpoint import Outcome, evaluate_threads
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.heartbeats import write_heartbeats
 from sidewatch.store.load import entries_json, load_threads, threads_of_refs
@@ -51,9 +48,13 @@ from sidewatch.store.models import (
     Unit,
     table_of,
 )
-from sidewatch.store.retention import RetentionState, pruned_before, retention_state
 from sidewatch.store.services import write_beats, write_bindings
-from sidewatch.store.sql import MARK_DIRTY, driver_sql, insert_sql, key_lookups
+from sidewatch.store.sql import MARK_DIRTY, driver_sql, finding_key, insert_sql, key_lookups
+
+if TYPE_CHECKING:  # the auditor's modules: a unit's writer (`sidewatch ingest`) needs none
+    from sidewatch.core.engine import PolicyFor
+    from sidewatch.store.checkpoint import Outcome
+    from sidewatch.store.retention import RetentionState
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
 
@@ -364,10 +365,14 @@ class Store:
 
     def retention(self) -> RetentionState:
         """What was pruned to store.retention, and the evidence for unknown waits kept."""
+        from sidewatch.store.retention import retention_state  # noqa: PLC0415 (auditor's)
+
         return retention_state(self.engine)
 
     def pruned_before(self) -> int | None:
         """The latest cutoff pruned to (ms), None when nothing was pruned yet."""
+        from sidewatch.store.retention import pruned_before  # noqa: PLC0415 (auditor's)
+
         return pruned_before(self.engine)
 
     def threads_of(self, request_id: str) -> set[str]:
@@ -385,6 +390,8 @@ class Store:
     ) -> list[Outcome]:
         """These threads evaluated at `now`, a long one from its checkpoint where it holds
         (store.checkpoint.evaluate_threads)."""
+        from sidewatch.store.checkpoint import evaluate_threads  # noqa: PLC0415 (auditor's)
+
         with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
             key_lookups(conn)
             return list(evaluate_threads(conn, thread_ids, policy_for, now, keep, want))

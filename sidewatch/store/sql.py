@@ -3,6 +3,7 @@ style, the one INSERT builder, the bulk insert, and the index hint of key lookup
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -14,6 +15,12 @@ MARK_DIRTY = (
     "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
     "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
 )
+
+
+def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str | None) -> str:
+    """A finding's natural key: the same finding noticed again (at ingest, or by the auditor
+    from the verdict) is one row."""
+    return hashlib.sha256(f"{rule}\0{thread}\0{run}\0{interrupt}".encode()).hexdigest()[:32]
 
 
 def driver_sql(conn: Connection, text: str) -> str:

@@ -103,3 +103,26 @@ def test_help_does_not_load_pydantic(args: tuple[str, ...]) -> None:
     loaded = heavy_imports(*args, heavy=("pydantic", "pydantic_core"))
 
     assert [] == loaded
+
+
+# What `sidewatch ingest FILE` of plain AG-UI NDJSON into a new SQLite store needs none of:
+# the migrations' machinery (the store is made from its schema at once: store.newstore), the
+# input models, the tap's package, and the auditor's modules (verdicts, checkpoints, retention).
+NOT_FOR_AN_INGEST = (
+    *NOT_FOR_A_READ,
+    "sidewatch.tap",
+    "sidewatch.core.engine",
+    "sidewatch.store.checkpoint",
+    "sidewatch.store.auditstate",
+    "sidewatch.store.retention",
+)
+
+
+def test_an_ingest_into_a_new_sqlite_store_loads_no_migration_input_models_or_auditor(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path / 'new.db'}"
+
+    loaded = heavy_imports("ingest", "--db", db, str(SEED), heavy=NOT_FOR_AN_INGEST)
+
+    assert [] == loaded
