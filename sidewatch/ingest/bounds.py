@@ -46,6 +46,8 @@ def id_problem(value: str, limit: int = ID_MAX) -> str | None:
     the answer names the rule, never the value."""
     if len(value) > limit:
         return f"must be at most {limit} characters"
+    if value.isascii():  # most ids: of ASCII, only C0 controls and DEL are not printable
+        return None if value.isprintable() else "must not hold control characters"
     if _CONTROL.search(value):
         return "must not hold control characters"
     return None
