@@ -13,9 +13,13 @@ With `--process`, both sides are whole processes on a file of about `--lines` li
 interrupt per 50 lines: `sidewatch ingest FILE` (start-up, reading, storing, exit) beside a
 process that only runs `orjson.loads` on every line of the same file; with the peak resident
 memory of each. Targets: at least half the floor's lines per second, under 200 MB. Beside
-them: `sidewatch ingest` of a one-line file into a new store (start-up and migrations, the
-part no stream can make shorter), and the CPU seconds of each side, steadier than wall time
-when the machine is shared; the sides run interleaved.
+them: `sidewatch ingest` of a one-line file into a new store (start-up and the store's
+creation, the part no stream can make shorter), and the CPU seconds of each side, steadier
+than wall time when the machine is shared; the sides run interleaved. And two parts of what
+sidewatch must do that no change of its own code makes shorter, measured in the same run:
+a process that only imports SQLAlchemy, and SQLite alone (the `sqlite3` module, no
+sidewatch code) writing the rows that ingest stored, into a new store of the same schema
+and settings (WAL, `synchronous=FULL`, one transaction).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -34,6 +39,7 @@ import orjson
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
+from sidewatch.store.newstore import SCHEMA, statements
 from sidewatch.store.repo import Store
 
 T0 = 1_785_081_600_000
@@ -186,6 +192,36 @@ def timed(argv: list[str]) -> tuple[float, float, float]:
         return elapsed, int(peak_kib) / 1024, float(user) + float(system)
 
 
+def sqlite_alone(stored: Path, new: Path) -> tuple[float, int]:
+    """(CPU seconds, rows): SQLite writing every row of the store `stored` into a new store
+    `new` of the same schema and settings, one executemany a table, in one transaction."""
+    _, schema = statements(SCHEMA.read_text(encoding="utf-8"))
+    with sqlite3.connect(stored) as old:
+        tables = [
+            str(r[0])
+            for r in old.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if r[0] != "alembic_version"
+        ]
+        rows = {t: old.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables}
+    conn = sqlite3.connect(new, isolation_level=None)
+    for pragma in ("auto_vacuum=INCREMENTAL", "journal_mode=WAL", "synchronous=FULL"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute("BEGIN")
+    for statement in schema:
+        conn.execute(statement)
+    conn.execute("COMMIT")
+    start = time.process_time()
+    conn.execute("BEGIN")
+    for table, its in rows.items():
+        if its:
+            marks = ", ".join("?" for _ in its[0])
+            conn.executemany(f'INSERT INTO "{table}" VALUES ({marks})', its)
+    conn.execute("COMMIT")
+    elapsed = time.process_time() - start
+    conn.close()
+    return elapsed, sum(map(len, rows.values()))
+
+
 def process_bench(lines_wanted: int, repeat: int) -> None:
     # 50 lines a run: 3 reasoning and 6 text token deltas beside the fixed 41 lines.
     body = stream(max(1, lines_wanted // 50), reasoning=3, text=6)
@@ -201,13 +237,15 @@ def process_bench(lines_wanted: int, repeat: int) -> None:
         config = Path(tmp) / "sidewatch.yaml"
         config.write_text(f"server:\n  maxLinesPerUnit: {lines + 1}\n")
         ingest = [sys.executable, "-m", "sidewatch", "ingest", "--config", str(config)]
-        floor, ours, fixed = [], [], []
+        floor, ours, fixed, imports, alone = [], [], [], [], []
         for n in range(repeat):  # interleaved: a change of load hits every side alike
             floor.append(timed([sys.executable, "-c", FLOOR, str(path)]))
             db = f"sqlite:///{Path(tmp) / f'bench-{n}.db'}"
             ours.append(timed([*ingest, "--db", db, str(path)]))
             db = f"sqlite:///{Path(tmp) / f'one-{n}.db'}"
             fixed.append(timed([*ingest, "--db", db, str(one)]))
+            imports.append(timed([sys.executable, "-c", "import sqlalchemy"]))
+            alone.append(sqlite_alone(Path(tmp) / "bench-0.db", Path(tmp) / f"alone-{n}.db"))
     (floor_s, floor_mb, _), (our_s, our_mb, _), (fixed_s, _, _) = min(floor), min(ours), min(fixed)
     floor_cpu, our_cpu, fixed_cpu = (min(t[2] for t in side) for side in (floor, ours, fixed))
     ratio = floor_s / our_s
@@ -225,6 +263,12 @@ def process_bench(lines_wanted: int, repeat: int) -> None:
     print(
         f"CPU seconds (user + sys): floor {floor_cpu:.2f}, sidewatch {our_cpu:.2f}, one-line "
         f"file {fixed_cpu:.2f}; ratio by CPU {floor_cpu / our_cpu:.2f}"
+    )
+    import_cpu = min(t[2] for t in imports)
+    alone_cpu, rows = min(alone)
+    print(
+        f"beside them, CPU seconds: a process importing SQLAlchemy alone {import_cpu:.2f}; "
+        f"SQLite alone writing the {rows:,} rows ingest stored {alone_cpu:.2f}"
     )
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
