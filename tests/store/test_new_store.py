@@ -4,6 +4,7 @@ any other. PostgreSQL stores are always migrated (see the README's store section
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,29 @@ def test_a_new_store_whose_making_fails_is_left_empty_and_made_next_time(
     made.dispose()
 
     assert (0, head()) == (left, version)
+
+
+def _open(url: str, barrier: Any, answers: Any) -> None:
+    barrier.wait()
+    try:
+        open_store(url).dispose()
+        answers.put("ok")
+    except StoreError as e:
+        answers.put(str(e))
+
+
+def test_processes_that_make_the_same_new_store_at_once_take_turns(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    barrier, answers = multiprocessing.Barrier(3), multiprocessing.Queue()
+    openers = [multiprocessing.Process(target=_open, args=(url, barrier, answers)) for _ in "abc"]
+    for p in openers:
+        p.start()
+    for p in openers:
+        p.join(60)
+    said = sorted(answers.get(timeout=5) for _ in openers)
+    engine = open_store(url, migrate=False)
+    with engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    engine.dispose()
+
+    assert (["ok", "ok", "ok"], head()) == (said, version)
