@@ -7,7 +7,6 @@ dropped at once; a bad line becomes a line-numbered `Reject` and never stops the
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -1289,7 +1288,6 @@ def _valid(model: type[M], obj: Any, what: str) -> M:
         raise _LineError(RejectReason.INVALID_FIELD, f"{what}: {where}: {rule}{more}") from None
 
 
-@functools.lru_cache(maxsize=1024)  # an interrupt's expiry is read twice: checked, then kept
 def _parse_time(text: str) -> int | None:
     try:
         dt = datetime.fromisoformat(text.strip())
