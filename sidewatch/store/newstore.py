@@ -48,9 +48,13 @@ def statements(text: str) -> tuple[str | None, list[str]]:
 def create(conn: Connection, revision: str) -> bool:
     """Makes the store of `conn`, an SQLite database with nothing in it, at `revision` from the
     script, in one transaction, and says so; False (nothing done) when the script is of another
-    revision or the database holds something (another process made it while this one waited
-    for the write lock, which the caller then finds at its revision)."""
-    script_revision, script = statements(SCHEMA.read_text(encoding="utf-8"))
+    revision or missing, or the database holds something (another process made it while this
+    one waited for the write lock, which the caller then finds at its revision)."""
+    try:
+        text = SCHEMA.read_text(encoding="utf-8")
+    except OSError:  # a copy installed without it: migrated, as before
+        return False
+    script_revision, script = statements(text)
     if script_revision != revision:
         return False
     # The write lock first: two processes making the same new file take turns.

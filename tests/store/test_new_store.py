@@ -143,3 +143,15 @@ def test_processes_that_make_the_same_new_store_at_once_take_turns(tmp_path: Pat
     engine.dispose()
 
     assert (["ok", "ok", "ok"], head()) == (said, version)
+
+
+def test_a_new_store_is_migrated_where_the_script_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(newstore, "SCHEMA", tmp_path / "missing.sql")
+    engine = open_store(f"sqlite:///{tmp_path / 'new.db'}")
+    with engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    engine.dispose()
+
+    assert head() == version
