@@ -78,7 +78,7 @@ def test_a_new_sqlite_store_is_the_store_every_migration_makes(tmp_path: Path) -
 
 
 def test_a_store_made_from_the_script_takes_the_migrations_down_and_up(tmp_path: Path) -> None:
-    fast, migrated, _ = made_and_migrated(tmp_path)
+    fast, migrated, made = made_and_migrated(tmp_path)
     for engine in (fast, migrated):
         with engine.begin() as conn:
             cfg = db._alembic_config()
@@ -91,6 +91,7 @@ def test_a_store_made_from_the_script_takes_the_migrations_down_and_up(tmp_path:
     fast.dispose()
     migrated.dispose()
 
+    assert [True] == made, "the new store was migrated, not made from the script"
     assert down[1] == down[0]
     assert up[1] == up[0]
 
