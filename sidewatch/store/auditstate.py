@@ -8,9 +8,9 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
@@ -40,8 +40,11 @@ from sidewatch.store.sql import driver_sql as driver_sql  # noqa: PLC0414
 from sidewatch.store.sql import key_lookups as key_lookups  # noqa: PLC0414
 
 
-@dataclass(frozen=True, slots=True)
-class StoredState:
+class StoredState(NamedTuple):
+    """The latest recorded verdict of one wait, as its `wait_state` row: a named tuple, not a
+    dataclass, because it is that row (saved as it is, columns by field name) and a full
+    audit builds one per wait (a third of a frozen dataclass's construction time)."""
+
     request_id: str
     thread_id: str
     policy: str
@@ -56,11 +59,11 @@ class StoredState:
     unreported: str = ""  # the never-reported evidence the verdict rests on, e.g. "route"
 
 
-@dataclass(frozen=True, slots=True)
-class StoredTransition:
+class StoredTransition(NamedTuple):
     """One transition with the policy, thresholds and evidence (JSON) of the verdict that
     recorded it. Stored compactly: the transitions one verdict recorded share its thresholds
-    and evidence, which only the last of them carries (see `save` and `transitions_of`)."""
+    and evidence, which only the last of them carries (see `save` and `transitions_of`).
+    A named tuple for the reason StoredState is one."""
 
     request_id: str
     thread_id: str
@@ -91,9 +94,8 @@ class Totals:
     pruned_latencies: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
-STATE_COLS = tuple(f.name for f in fields(StoredState))
-TRANSITION_COLS = tuple(f.name for f in fields(StoredTransition))
-_STATE_ROW = attrgetter(*STATE_COLS)
+STATE_COLS = StoredState._fields
+TRANSITION_COLS = StoredTransition._fields
 # Column names come from our own dataclasses, never from input. A wait is its thread and its
 # requestId: two threads whose waits have the same requestId keep a record each.
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
@@ -242,7 +244,7 @@ class AuditState:
                 if fence is not None:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
-                rows = [_STATE_ROW(x) for x in states]
+                rows: list[tuple[Any, ...]] = list(states)  # each one its row
                 if conn.dialect.name == "postgresql":
                     _upsert_copied(conn, rows)
                     copy_rows(conn, "transition", TRANSITION_COLS, compact(transitions))

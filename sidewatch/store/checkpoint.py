@@ -207,7 +207,10 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[s
 
 def _size(facts: ThreadFacts) -> int:
     """How many facts the thread holds, of every kind."""
-    return sum(len(getattr(facts, f.name)) for f in fields(facts) if f.name != "thread_id")
+    return sum(len(getattr(facts, name)) for name in _KINDS)
+
+
+_KINDS = tuple(f.name for f in fields(ThreadFacts) if f.name != "thread_id")
 
 
 def evaluate_threads(
