@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
@@ -99,6 +99,7 @@ _STATE_ROW = attrgetter(*STATE_COLS)
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in STATE_COLS if c not in ("thread_id", "request_id")
 )
+_KEYS = 250  # (thread, requestId) pairs per statement: 500 variables, within SQLite's 999
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
 
@@ -205,6 +206,27 @@ class AuditState:
                 part = ids[k : k + 500]
                 query = driver_sql(conn, sql + f"({', '.join('?' for _ in part)})")
                 for r in conn.exec_driver_sql(query, tuple(part)):
+                    s = StoredState(*r)
+                    out[(s.thread_id, s.request_id)] = s
+        return out
+
+    def records_of(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], StoredState]:
+        """The recorded verdicts of these waits, by (thread, requestId): each looked up by its
+        key, so what is read is what is asked, not the threads' history (a joined VALUES list:
+        SQLite scans the table for a row-value IN)."""
+        wanted = list(dict.fromkeys(keys))
+        cols = ", ".join(f"w.{c}" for c in STATE_COLS)
+        out: dict[tuple[str, str], StoredState] = {}
+        with self._conn() as conn:
+            key_lookups(conn)
+            for k in range(0, len(wanted), _KEYS):
+                part = wanted[k : k + _KEYS]
+                query = driver_sql(
+                    conn,
+                    f"SELECT {cols} FROM (VALUES {', '.join('(?, ?)' for _ in part)}) AS k "  # noqa: S608
+                    "JOIN wait_state w ON w.thread_id = k.column1 AND w.request_id = k.column2",
+                )
+                for r in conn.exec_driver_sql(query, tuple(x for key in part for x in key)):
                     s = StoredState(*r)
                     out[(s.thread_id, s.request_id)] = s
         return out

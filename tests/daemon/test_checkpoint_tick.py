@@ -19,6 +19,7 @@ from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.store import checkpoint as stored
+from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 
@@ -232,3 +233,57 @@ def test_a_subagent_of_a_wait_after_the_cut_is_in_its_evidence_from_the_checkpoi
     from_cut.pop("evaluatedAt")
     whole.pop("evaluatedAt")
     assert whole == from_cut
+
+
+def _states_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The requestIds of every recorded verdict the auditor reads (whichever way)."""
+    read: list[str] = []
+    for name in ("records", "records_of"):
+        real = getattr(AuditState, name, None)
+        if real is None:
+            continue
+
+        def spy(self: AuditState, ids: Any, real: Any = real) -> Any:
+            out = real(self, ids)
+            read.extend(rid for _, rid in out)
+            return out
+
+        monkeypatch.setattr(AuditState, name, spy)
+    return read
+
+
+def _rows(store: Store) -> dict[str, tuple[Any, ...]]:
+    with store.engine.connect() as c:
+        return {str(r[1]): tuple(r) for r in c.execute(text("SELECT * FROM wait_state")).all()}
+
+
+def test_a_tick_reads_the_recorded_verdicts_of_the_suffix_waits_only_whatever_the_age(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    ages = {"young": RUNS, "old": 5 * RUNS}  # 6 and 30 waits, every one but the last settled
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        _ingest(store, lines, START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    before = _rows(store)
+    read = _states_read(monkeypatch)
+
+    for thread in ages:
+        new = {"type": "RUN_STARTED", "threadId": thread, "runId": "run-new", "timestamp": now}
+        _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+
+    last = {f"{thread}/approve-{runs}" for thread, runs in ages.items()}
+    assert last == set(read) and 2 == len(read)  # not one per settled wait
+    after = _rows(store)
+    assert before.keys() == after.keys()
+    # The settled waits before the cut are left as they were, evaluation time included.
+    assert {r: v for r, v in before.items() if r not in last} == {
+        r: v for r, v in after.items() if r not in last
+    }
+    assert all(before[r] != after[r] for r in last)  # evaluated again
+    store.engine.dispose()
