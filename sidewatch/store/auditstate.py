@@ -342,6 +342,22 @@ class AuditState:
         with self._conn() as c:
             return [(str(r[0]), str(r[1])) for r in c.execute(query)]
 
+    def recorded_in(
+        self, thread_id: str, states: Collection[str], now: int, until: int | None
+    ) -> list[tuple[str, int]]:
+        """(requestId, since) of the waits of `thread_id` requested by `now` whose last
+        verdict is in `states`, since `until` or earlier (None: any)."""
+        table = table_of(WaitState)
+        query = select(table.c.request_id, table.c.since).where(
+            table.c.thread_id == thread_id,
+            table.c.state.in_(list(states)),
+            table.c.requested_at <= now,
+        )
+        if until is not None:
+            query = query.where(table.c.since <= until)
+        with self._conn() as c:
+            return [(str(r[0]), int(r[1])) for r in c.execute(query)]
+
     def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str, str]]:
         """(requestId, state, policy, since, evidence, thresholds, unreported) of every wait
         now in one of `states`, with the evidence and thresholds of its latest recorded

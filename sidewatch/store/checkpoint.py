@@ -11,7 +11,7 @@ the transaction of the verdicts they rest on (AuditState.save).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -216,11 +216,12 @@ def evaluate_threads(
     policy_for: PolicyFor,
     now: int,
     keep: bool = True,
-    want: str | None = None,
+    want: Mapping[str, Collection[str]] | None = None,
 ) -> Iterator[Outcome]:
     """Evaluate these threads at `now`: from their checkpoint where it holds, else whole.
     With `keep`, a long thread's checkpoint to keep is chosen (Outcome.checkpoint). With
-    `want` (a requestId), a thread whose suffix lacks that wait is evaluated whole."""
+    `want` (requestIds by thread), a thread whose suffix lacks one of its waits named there
+    is evaluated whole."""
 
     def run(facts: ThreadFacts) -> ThreadVerdicts:
         return evaluate(facts, policy_for, now)
@@ -235,7 +236,7 @@ def evaluate_threads(
             whole.append(thread)
             continue
         rids = {w.evidence.request_id for w in result.waits}
-        if want is not None and want not in rids:
+        if want is not None and not rids.issuperset(want.get(thread, ())):
             whole.append(thread)
             continue
         if not holds(cp, part, result, seen(conn, cp, part, rids)):

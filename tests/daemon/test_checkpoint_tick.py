@@ -19,6 +19,7 @@ from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.store import checkpoint as stored
+from sidewatch.store import repo
 from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -287,3 +288,88 @@ def test_a_tick_reads_the_recorded_verdicts_of_the_suffix_waits_only_whatever_th
     }
     assert all(before[r] != after[r] for r in last)  # evaluated again
     store.engine.dispose()
+
+
+def _listed(store: Store, policy: Any, states: set[str], limit: int, now: int) -> list[Any]:
+    return Read(store, policy).waits(states, limit, now)["waits"]
+
+
+def test_the_list_of_open_waits_reads_a_changed_long_thread_from_its_checkpoint(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)  # the thread is dirty: every wait of it is a candidate
+    loads = _whole_loads(monkeypatch)
+    real = repo.load_threads  # and the read of whole threads of Store.threads
+    monkeypatch.setattr(
+        repo, "load_threads", lambda c, ids: loads.append(list(ids)) or real(c, ids)
+    )
+
+    resumed = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
+    assert [] == loads  # the settled waits are neither read nor evaluated
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
+
+    assert [f"{THREAD}/approve-{RUNS}"] == [w["requestId"] for w in resumed]
+    assert whole == resumed
+
+
+def test_the_list_of_every_state_from_a_checkpoint_is_the_whole_threads_list(
+    long_thread: Store,
+) -> None:
+    # `other` asked long before: the record of its wait is the first chosen, and its decline
+    # moves it after every wait of the long thread, whose settled waits before the cut then
+    # rank first although none of them was chosen from the records.
+    store = long_thread
+    now = START + 100_000
+    outcome = {"type": "interrupt", "interrupts": [{"id": "ask", "reason": "confirm"}]}
+    asked = START - 100_000
+    _ingest(
+        store,
+        [
+            {"type": "RUN_STARTED", "threadId": "other", "runId": "o-1", "timestamp": asked},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": "other",
+                "runId": "o-1",
+                "outcome": outcome,
+                "timestamp": asked + 1,
+            },
+        ],
+        now,
+    )
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    decline = [{"interruptId": "ask", "status": "resolved", "payload": "reject"}]
+    later = now + 1000
+    _ingest(
+        store,
+        [
+            {
+                "threadId": "other",
+                "runId": "o-2",
+                "messages": [],
+                "resume": decline,
+                "timestamp": later,
+            },
+            {"type": "RUN_STARTED", "threadId": "other", "runId": "o-2", "timestamp": later},
+            {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": later},
+        ],
+        later,
+    )
+    every = {"WAITING", "RESUMED", "CLOSED_BY_DECLINE", "CANCELLED", "STUCK_AFTER_DECISION"}
+    limits = (1, 2, 3, 100)
+
+    resumed = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
+
+    assert f"{THREAD}/approve-10" == resumed[0][0]["requestId"]
+    assert whole == resumed
+    assert RUNS // 10 + 1 == len(resumed[-1])
