@@ -81,11 +81,12 @@ def _waits(
         top = _top(found, limit)
         until = top[-1][0] if len(top) == limit else None
         for thread, f in found.items():
-            if f.resumed:
+            if f.resumed:  # a thread not changed shows only requestIds chosen (of others)
+                among = None if thread in changed else pick.wanted
                 f.rows += [
                     (since, rid, thread, None)
-                    for rid, since in recorded.recorded_in(thread, states, now, until)
-                    if rid not in f.rids and (thread in changed or rid in pick.wanted)
+                    for rid, since in recorded.recorded_in(thread, states, now, until, among)
+                    if rid not in f.rids
                 ]
         again: dict[str, set[str]] = defaultdict(set)
         for _, rid, thread, body in _top(found, limit):
