@@ -246,6 +246,8 @@ HeartbeatRow = Table(
     _ms("last_seq"),
     _int("beats"),
     Index("ix_heartbeat_thread_at", "thread_id", "at"),
+    # Retention's walk over spans by age (store.retention._unknown_beats).
+    Index("ix_heartbeat_last_at", "last_at", "id"),
 )
 
 # The latest beat of each service instance (`sidewatch.heartbeat` of the service form),

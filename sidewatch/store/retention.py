@@ -118,6 +118,7 @@ class Retention:
         # Per evidence table, the last id looked at: rows kept because a wait names them are
         # not read again at every pass (from 0 again after a restart).
         self._after: dict[str, int] = {}
+        self._beats: _BeatWalk | None = None  # heartbeats: by age, not id (`_unknown_beats`)
 
     def prune(
         self, now_ms: int, budget_s: float = 1.0, clock: Callable[[], float] = time.perf_counter
@@ -145,9 +146,12 @@ class Retention:
                         done = False
                         break
                     with self._paced():
-                        n, last, more = self._unknown(table, cutoff, self._after.get(table, 0))
+                        if table == "heartbeat":
+                            n, more = self._unknown_beats(cutoff)
+                        else:
+                            n, last, more = self._unknown(table, cutoff, self._after.get(table, 0))
+                            self._after[table] = last
                     unknown += n
-                    self._after[table] = last
                     if not more:
                         break
             if threads or waits or units or unknown:
@@ -468,18 +472,9 @@ class Retention:
         if table == "finding":
             no_wait = f"(t.thread_id IS NULL OR {_NO_WAIT})"
         sql = f"SELECT id, at FROM {table} WHERE id > ? ORDER BY id LIMIT {int(self.batch)}"
-        params: tuple[Any, ...] = (after,)
-        if table == "heartbeat":
-            # A span grows in place (store.heartbeats): its id is not its age. Its last beat
-            # dates it, and the walk starts over once it reached the end.
-            sql = (
-                "SELECT id, last_at FROM heartbeat WHERE id > ? AND last_at < ? "
-                f"ORDER BY id LIMIT {int(self.batch)}"
-            )
-            params = (after, cutoff)
-        ids = self._leading(sql, params, cutoff)
+        ids = self._leading(sql, (after,), cutoff)
         if not ids:
-            return 0, 0 if table == "heartbeat" else after, False
+            return 0, after, False
         with self.engine.begin() as c:
             self._lock(c)
             marks = ", ".join("?" for _ in ids)
@@ -505,8 +500,62 @@ class Retention:
                 counts[(UNKNOWN, table)] += n
             _add(c, counts)
         # A batch cut short by a row newer than the cutoff: the rest waits for a later pass.
-        more = len(ids) == self.batch
-        return int(n), ids[-1] if more or table != "heartbeat" else 0, more
+        return int(n), ids[-1], len(ids) == self.batch
+
+    def _unknown_beats(self, cutoff: int) -> tuple[int, bool]:
+        """Prune the heartbeats older than the cutoff of threads that announced no wait, from
+        up to a batch of spans in order of age (`last_at`, an index: rows kept for their
+        wait are passed once, not at every pass) and a batch of those stored since the walk
+        began (by id: a late beat, already older than the age walk's position). A span's age
+        can move back (a late beat of the other handle cuts it: store.heartbeats), so every
+        old beat of a thread found goes with it. (pruned, whether more may follow)"""
+        w = self._beats
+        if w is None or cutoff < w.at or cutoff - w.began > RESTART_MS:
+            # From the oldest again (as after a restart): a row no rule here finds (one that
+            # PostgreSQL committed out of id order) waits at most that long.
+            w = self._beats = _BeatWalk(began=cutoff, mark=self._last_id("heartbeat"))
+        n, spans = int(self.batch), "SELECT id, last_at, thread_id FROM heartbeat"
+        with self.engine.connect() as c:
+
+            def read(where: str, order: str, limit: int, *args: int) -> list[Any]:
+                sql = f"{spans} WHERE {where} ORDER BY {order} LIMIT {limit}"
+                return list(c.exec_driver_sql(driver_sql(c, sql), args))
+
+            # After (at, id), in two index ranges: SQLite reads every row of that age for
+            # `(last_at, id) > (?, ?)`, and many spans may end at one time.
+            aged = read("last_at = ? AND id > ?", "id", n, w.at, w.id) if w.at < cutoff else []
+            if len(aged) < n:
+                aged += read(
+                    "last_at > ? AND last_at < ?", "last_at, id", n - len(aged), w.at, cutoff
+                )
+            new = read("id > ?", "id", n, w.mark)
+        self.examined += len(aged) + len(new)
+        if aged:
+            w.at, w.id = int(aged[-1][1]), int(aged[-1][0])
+        if new:
+            w.mark = int(new[-1][0])
+        # A span not old yet is met by the age walk once it is: it is ahead of its position.
+        threads = sorted({str(t) for _, at, t in [*aged, *new] if at < cutoff})
+        pruned = 0
+        if threads:
+            with self.engine.begin() as c:
+                self._lock(c)
+                for part in _chunks(threads):
+                    marks = ", ".join("?" for _ in part)
+                    pruned += c.exec_driver_sql(
+                        driver_sql(
+                            c,
+                            "DELETE FROM heartbeat WHERE id IN (SELECT t.id FROM heartbeat t "
+                            f"WHERE t.thread_id IN ({marks}) AND t.last_at < ? AND {_NO_WAIT})",
+                        ),
+                        (*part, cutoff),
+                    ).rowcount
+                _add(c, Counter({(UNKNOWN, "heartbeat"): pruned}))
+        return pruned, len(aged) == n or len(new) == n
+
+    def _last_id(self, table: str) -> int:
+        with self.engine.connect() as c:
+            return int(c.exec_driver_sql(f"SELECT max(id) FROM {table}").scalar() or 0)
 
     def _leading(self, sql: str, params: tuple[Any, ...], cutoff: int) -> tuple[int, ...]:
         """The ids `sql` reads (id, time), in id order, up to the first dated at or after the
@@ -546,6 +595,20 @@ class Retention:
         finally:
             raw.close()
         return pages
+
+
+RESTART_MS = 86_400_000  # the walk over heartbeats starts from the oldest again once a day
+
+
+@dataclass(slots=True)
+class _BeatWalk:
+    """Where the walk over heartbeats is: by age, after (`at`, `id`); by arrival, after id
+    `mark` (the rows stored since it began). `began`: the cutoff it began at."""
+
+    began: int
+    mark: int
+    at: int = -(2**63)  # before any time
+    id: int = 0
 
 
 def _add(c: Connection, counts: Counter[tuple[str, str]]) -> None:
