@@ -150,6 +150,19 @@ def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     return int(conn.exec_driver_sql(sql, (cp.thread_id, cp.cut) * len(parts)).scalar_one())
 
 
+# (table, column) with an index that begins (thread_id, column): the prefix's rows of a few
+# ids are looked up in it. The others (a heartbeat's or finding's run, a tool call's id in
+# tool_call) have none: their rows of the thread before the cut are read by time.
+_KEYED = frozenset(
+    {
+        *((t, "run_id") for t in (*_RUN_TABLES, "subagent")),
+        ("tool_result", "tool_call_id"),
+        ("interrupt", "tool_call_id"),
+        ("interrupt", "interrupt_id"),
+    }
+)
+
+
 def _held(
     conn: Connection, cp: Checkpoint, asks: list[tuple[str, str, str, list[str]]]
 ) -> dict[str, set[str]]:
@@ -161,9 +174,11 @@ def _held(
     for label, table, column, ids in asks:
         for k in range(0, len(ids), CHUNK):
             part = ids[k : k + CHUNK]
+            # `+at`: read by the ids' index, not the prefix's range (which SQLite prefers).
+            at = "+at" if (table, column) in _KEYED else "at"
             parts.append(
                 f"SELECT '{label}', {column} FROM {table} "  # noqa: S608
-                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND at < ?"
+                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND {at} < ?"
             )
             args += [cp.thread_id, *part, cp.cut]
     if parts:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
@@ -373,3 +374,41 @@ def test_the_list_of_every_state_from_a_checkpoint_is_the_whole_threads_list(
     assert f"{THREAD}/approve-10" == resumed[0][0]["requestId"]
     assert whole == resumed
     assert RUNS // 10 + 1 == len(resumed[-1])
+
+
+def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's VM steps of the statement asking which of the suffix's ids the prefix holds
+    # (store.checkpoint.seen), for the GET of the open wait of a thread at two ages.
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    ages = {"young": RUNS, "old": 10 * RUNS}
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        _ingest(store, lines, START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    steps, asking = [0], [False]
+
+    def count() -> int:
+        steps[0] += asking[0]
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        asking[0] = statement.startswith("SELECT 'r'")  # the ids asked, in one statement
+
+    def asked(thread: str) -> int:
+        steps[0] = 0
+        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
+        assert body is not None and "WAITING" == body["state"]
+        return steps[0]
+
+    young, old = asked("young"), asked("old")
+    store.engine.dispose()
+
+    assert 0 < old <= young * 1.2 + 50, (young, old)
