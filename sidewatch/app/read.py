@@ -81,11 +81,13 @@ def _waits(
         top = _top(found, limit)
         until = top[-1][0] if len(top) == limit else None
         for thread, f in found.items():
-            if f.resumed:  # a thread not changed shows only requestIds chosen (of others)
-                among = None if thread in changed else pick.wanted
+            # A thread not changed is here for a wait chosen after its cut; each settled wait
+            # of it in these states has been in its state since earlier, so was chosen too
+            # (and the thread evaluated whole).
+            if f.resumed and thread in changed:
                 f.rows += [
                     (since, rid, thread, None)
-                    for rid, since in recorded.recorded_in(thread, states, now, until, among)
+                    for rid, since in recorded.recorded_in(thread, states, now, until)
                     if rid not in f.rids
                 ]
         again: dict[str, set[str]] = defaultdict(set)

@@ -343,16 +343,10 @@ class AuditState:
             return [(str(r[0]), str(r[1])) for r in c.execute(query)]
 
     def recorded_in(
-        self,
-        thread_id: str,
-        states: Collection[str],
-        now: int,
-        until: int | None,
-        among: Collection[str] | None = None,
+        self, thread_id: str, states: Collection[str], now: int, until: int | None
     ) -> list[tuple[str, int]]:
         """(requestId, since) of the waits of `thread_id` requested by `now` whose last
-        verdict is in `states`, since `until` or earlier (None: any); of the requestIds
-        `among` only, when given (looked up by key)."""
+        verdict is in `states`, since `until` or earlier (None: any)."""
         table = table_of(WaitState)
         query = select(table.c.request_id, table.c.since).where(
             table.c.thread_id == thread_id,
@@ -361,17 +355,8 @@ class AuditState:
         )
         if until is not None:
             query = query.where(table.c.since <= until)
-        ids = sorted(among) if among is not None else None
-        parts = (
-            [query]
-            if ids is None
-            else [
-                query.where(table.c.request_id.in_(ids[k : k + 500]))
-                for k in range(0, len(ids), 500)
-            ]
-        )
         with self._conn() as c:
-            return [(str(r[0]), int(r[1])) for q in parts for r in c.execute(q)]
+            return [(str(r[0]), int(r[1])) for r in c.execute(query)]
 
     def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str, str]]:
         """(requestId, state, policy, since, evidence, thresholds, unreported) of every wait
