@@ -12,7 +12,7 @@ from sidewatch.store.retention import Retention
 
 DAY = 86_400_000
 T0 = 1_785_081_600_000
-INDEX = "ix_heartbeat_last_at"
+INDEX = "ix_heartbeat_at"
 
 
 def _to(engine: Engine, revision: str, down: bool = False) -> None:

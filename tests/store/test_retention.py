@@ -599,3 +599,21 @@ def test_a_span_cut_back_behind_the_walk_goes_with_its_threads_other_old_beats(
 
     assert (3, []) == (pruned.unknown, table_rows(store.engine, "heartbeat"))
     store.engine.dispose()
+
+
+def test_a_span_still_beating_when_the_walk_passes_it_goes_once_its_last_beat_is_old(
+    db_url: str,
+) -> None:
+    store = Store(open_store(db_url), heartbeat_gap_ms=HOUR)
+    retention = Retention(store.engine, WEEK)
+    beats = [heartbeat("t-long", T0 + k * 30 * MIN) for k in range(8 * 48 + 25)]  # to 8d 12h
+    ingest(store, [*beats, heartbeat("t-first", T0 - HOUR)], T0 + 9 * DAY)
+    assert 2 == len(table_rows(store.engine, "heartbeat"))  # one span each
+
+    # The cutoff at day 8: t-long's span began before it, but beats on after it. The next
+    # pass (within the day the walk goes on for) has the cutoff after its last beat.
+    assert 1 == retention.prune(T0 + WEEK + 8 * DAY, budget_s=60).unknown  # t-first
+    after = retention.prune(T0 + WEEK + 8 * DAY + 20 * HOUR, budget_s=60)
+
+    assert (1, []) == (after.unknown, table_rows(store.engine, "heartbeat"))
+    store.engine.dispose()

@@ -1,5 +1,5 @@
-"""paths: an index of heartbeat spans by age, so that retention's walk over the heartbeats of
-threads that announced no wait reads the spans older than the cutoff, not the whole table
+"""paths: an index of heartbeat spans by their first beat, so that retention's walk over the
+heartbeats of threads that announced no wait reads what grew old, not the whole table
 
 Revision ID: 0015_paths
 Revises: 0014
@@ -17,9 +17,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index("ix_heartbeat_last_at", "heartbeat", ["last_at", "id"])
+    op.create_index("ix_heartbeat_at", "heartbeat", ["at", "id"])
 
 
 def downgrade() -> None:
     # Lossless: an index only.
-    op.drop_index("ix_heartbeat_last_at", table_name="heartbeat")
+    op.drop_index("ix_heartbeat_at", table_name="heartbeat")
