@@ -9,6 +9,12 @@ comparison measured in the same run:
   beside the same request for a wait on a short thread (target < 50 ms).
 
     .venv/bin/python bench/engine_targets.py [--runs 10000] [--pg]
+    .venv/bin/python bench/engine_targets.py --ages 2000,10000 [--pg]
+
+With `--ages`, instead: the per-tick and per-request costs of one long thread at each age
+(runs), side by side, each beside the same on a short thread of the same store (the floor):
+a tick after one new event, `GET /v1/waits/{requestId}` of its open wait, and the list of
+open waits (`GET /v1/waits?open=true`) while the thread has new evidence; medians of 5.
 
 Every wait but the last of each thread is approved and resumed; the last is left open. The
 traffic is AG-UI, ingested as a producer posts it. With `--pg`, on PostgreSQL (a throw-away
@@ -18,6 +24,7 @@ database on the running server) instead of SQLite.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import warnings
@@ -159,11 +166,89 @@ def _store(pg: bool, tmp: Path, name: str) -> Iterator[str]:
         yield f"sqlite:///{tmp / name}"
 
 
+def _median(fn: Callable[[int], Any], n: int = 5) -> float:
+    return sorted(_timed(lambda k=k: fn(k))[0] for k in range(n))[n // 2]
+
+
+def _at_age(url: str, runs: int, now: int) -> dict[str, float]:
+    """A long thread of `runs` runs beside a short one, audited whole once (checkpoints);
+    then the tick, the GET and the list of open waits of each, timed."""
+    _populate(url, ["thread-long"], runs, now)
+    _populate(url, ["thread-short"], EVERY, now)
+    engine = open_store(url)
+    store = Store(engine)
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    daemon = Daemon(replace(Config(), db_url=url, allowed_hosts=("testserver",), policies=(QUIET,)))
+    client = TestClient(daemon.app)
+    client.get("/healthz")
+    out: dict[str, float] = {}
+    protect = ref_protector(engine, Config())
+    for name, thread, last in (("long", "thread-long", runs), ("short", "thread-short", EVERY)):
+
+        def event(k: int, thread: str = thread) -> None:
+            line = {
+                "type": "RUN_STARTED",
+                "threadId": thread,
+                "runId": f"new-{k}",
+                "timestamp": now,
+            }
+            ingest_unit(store, "bench", orjson.dumps(line), now, protect)
+
+        def tick(k: int) -> None:
+            event(k)
+            auditor.tick(now + 1000 * (k + 1))
+
+        out[f"tick {name}"] = _median(tick)  # the ingest of the one event included
+        out[f"event {name}"] = _median(lambda k: event(100 + k))  # ... its floor
+        rid = quote(f"{thread}/approve-{last}", safe="")
+        out[f"get {name}"] = _median(lambda k, rid=rid: client.get(f"/v1/waits/{rid}"))
+        event(200)  # the thread has new evidence: each of its waits is a candidate
+        out[f"list {name}"] = _median(lambda k: client.get("/v1/waits?open=true"))
+        auditor.tick(now + 10_000)
+    daemon.engine.dispose()
+    engine.dispose()
+    return out
+
+
+def ages(runs: list[int], pg: bool) -> None:
+    now = int(time.time() * 1000)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in runs:
+            with _store(pg, Path(tmp), f"age{n}.db") as url:
+                results.append((n, _at_age(url, n - n % EVERY, now)))
+    print(
+        f"one long thread at {len(runs)} ages, beside a short thread ({EVERY} runs) of the same "
+        f"store, {'PostgreSQL' if pg else 'SQLite'}, medians of 5 (load {os.getloadavg()[0]:.1f})"
+    )
+    for label, key in (
+        ("tick after 1 event", "tick"),
+        ("GET one wait", "get"),
+        ("GET open waits", "list"),
+    ):
+        cells = "   ".join(
+            f"{n:6,d} runs: {r[f'{key} long'] * 1000:6.1f} ms "
+            f"(short {r[f'{key} short'] * 1000:5.1f})"
+            for n, r in results
+        )
+        print(f"  {label:18s}: {cells}")
+    print(
+        "  (a tick includes ingesting its event: "
+        + ", ".join(f"{r['event long'] * 1000:.1f} ms at {n:,d}" for n, r in results)
+        + ")"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10_000, help="runs of the long thread")
     ap.add_argument("--pg", action="store_true", help="on PostgreSQL instead of SQLite")
+    ap.add_argument("--ages", help="runs of the long thread at each age, e.g. 2000,10000")
     args = ap.parse_args()
+    if args.ages:
+        ages([int(n) for n in args.ages.split(",")], args.pg)
+        return
     runs = args.runs - args.runs % EVERY or EVERY
     now = int(time.time() * 1000)
     short = [f"thread-{k:05d}" for k in range(runs // EVERY)]

@@ -184,12 +184,15 @@ class Auditor:
         self.snapshot = replace(self.snapshot, audit_last_success=at)
 
     def _batch(self, threads: list[str], marks: dict[str, int], now: int) -> tuple[int, int, int]:
-        stored = self.state.records(threads)
+        # A long thread from its checkpoint where it holds (store.checkpoint).
+        outcomes = self.store.evaluations(threads, self.policy_for, now)
+        # The recorded verdicts of the waits evaluated only: those of a long thread's settled
+        # waits before its cut are neither read nor touched.
+        stored = self.state.records_of(_evaluated(outcomes))
         groups: list[_Group] = []
         errors = 0
         keep: set[str] = set()  # threads to look at again next tick, whatever is due
-        # A long thread from its checkpoint where it holds (store.checkpoint).
-        for out in self.store.evaluations(threads, self.policy_for, now):
+        for out in outcomes:
             assembled = out.result
             if assembled is None:
                 log.error(
@@ -379,6 +382,13 @@ class _Group:
     outcome: Outcome | None = None
     checkpoint: list[Checkpoint] = field(default_factory=list)  # to keep: saved with it
     dropped: list[str] = field(default_factory=list)
+
+
+def _evaluated(outcomes: Iterable[Outcome]) -> Iterator[tuple[str, str]]:
+    """(thread, requestId) of every wait the outcomes evaluated."""
+    for out in outcomes:
+        for w in out.result.waits if out.result is not None else ():
+            yield w.evidence.thread_id, w.evidence.request_id
 
 
 def _checkpoint(g: _Group, failed: bool) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -101,6 +101,7 @@ TRANSITION_COLS = StoredTransition._fields
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in STATE_COLS if c not in ("thread_id", "request_id")
 )
+_KEYS = 250  # (thread, requestId) pairs per statement: 500 variables, within SQLite's 999
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
 
@@ -207,6 +208,27 @@ class AuditState:
                 part = ids[k : k + 500]
                 query = driver_sql(conn, sql + f"({', '.join('?' for _ in part)})")
                 for r in conn.exec_driver_sql(query, tuple(part)):
+                    s = StoredState(*r)
+                    out[(s.thread_id, s.request_id)] = s
+        return out
+
+    def records_of(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], StoredState]:
+        """The recorded verdicts of these waits, by (thread, requestId): each looked up by its
+        key, so what is read is what is asked, not the threads' history (a joined VALUES list:
+        SQLite scans the table for a row-value IN)."""
+        wanted = list(dict.fromkeys(keys))
+        cols = ", ".join(f"w.{c}" for c in STATE_COLS)
+        out: dict[tuple[str, str], StoredState] = {}
+        with self._conn() as conn:
+            key_lookups(conn)
+            for k in range(0, len(wanted), _KEYS):
+                part = wanted[k : k + _KEYS]
+                query = driver_sql(
+                    conn,
+                    f"SELECT {cols} FROM (VALUES {', '.join('(?, ?)' for _ in part)}) AS k "  # noqa: S608
+                    "JOIN wait_state w ON w.thread_id = k.column1 AND w.request_id = k.column2",
+                )
+                for r in conn.exec_driver_sql(query, tuple(x for key in part for x in key)):
                     s = StoredState(*r)
                     out[(s.thread_id, s.request_id)] = s
         return out
@@ -321,6 +343,22 @@ class AuditState:
         )
         with self._conn() as c:
             return [(str(r[0]), str(r[1])) for r in c.execute(query)]
+
+    def recorded_in(
+        self, thread_id: str, states: Collection[str], now: int, until: int | None
+    ) -> list[tuple[str, int]]:
+        """(requestId, since) of the waits of `thread_id` requested by `now` whose last
+        verdict is in `states`, since `until` or earlier (None: any)."""
+        table = table_of(WaitState)
+        query = select(table.c.request_id, table.c.since).where(
+            table.c.thread_id == thread_id,
+            table.c.state.in_(list(states)),
+            table.c.requested_at <= now,
+        )
+        if until is not None:
+            query = query.where(table.c.since <= until)
+        with self._conn() as c:
+            return [(str(r[0]), int(r[1])) for r in c.execute(query)]
 
     def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str, str]]:
         """(requestId, state, policy, since, evidence, thresholds, unreported) of every wait

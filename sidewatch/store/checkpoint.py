@@ -11,7 +11,7 @@ the transaction of the verdicts they rest on (AuditState.save).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -150,6 +150,19 @@ def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     return int(conn.exec_driver_sql(sql, (cp.thread_id, cp.cut) * len(parts)).scalar_one())
 
 
+# (table, column) with an index that begins (thread_id, column): the prefix's rows of a few
+# ids are looked up in it. The others (a heartbeat's or finding's run, a tool call's id in
+# tool_call) have none: their rows of the thread before the cut are read by time.
+_KEYED = frozenset(
+    {
+        *((t, "run_id") for t in (*_RUN_TABLES, "subagent")),
+        ("tool_result", "tool_call_id"),
+        ("interrupt", "tool_call_id"),
+        ("interrupt", "interrupt_id"),
+    }
+)
+
+
 def _held(
     conn: Connection, cp: Checkpoint, asks: list[tuple[str, str, str, list[str]]]
 ) -> dict[str, set[str]]:
@@ -161,9 +174,11 @@ def _held(
     for label, table, column, ids in asks:
         for k in range(0, len(ids), CHUNK):
             part = ids[k : k + CHUNK]
+            # `+at`: read by the ids' index, not the prefix's range (which SQLite prefers).
+            at = "+at" if (table, column) in _KEYED else "at"
             parts.append(
                 f"SELECT '{label}', {column} FROM {table} "  # noqa: S608
-                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND at < ?"
+                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND {at} < ?"
             )
             args += [cp.thread_id, *part, cp.cut]
     if parts:
@@ -219,11 +234,12 @@ def evaluate_threads(
     policy_for: PolicyFor,
     now: int,
     keep: bool = True,
-    want: str | None = None,
+    want: Mapping[str, Collection[str]] | None = None,
 ) -> Iterator[Outcome]:
     """Evaluate these threads at `now`: from their checkpoint where it holds, else whole.
     With `keep`, a long thread's checkpoint to keep is chosen (Outcome.checkpoint). With
-    `want` (a requestId), a thread whose suffix lacks that wait is evaluated whole."""
+    `want` (requestIds by thread), a thread whose suffix lacks one of its waits named there
+    is evaluated whole."""
 
     def run(facts: ThreadFacts) -> ThreadVerdicts:
         return evaluate(facts, policy_for, now)
@@ -238,7 +254,7 @@ def evaluate_threads(
             whole.append(thread)
             continue
         rids = {w.evidence.request_id for w in result.waits}
-        if want is not None and want not in rids:
+        if want is not None and not rids.issuperset(want.get(thread, ())):
             whole.append(thread)
             continue
         if not holds(cp, part, result, seen(conn, cp, part, rids)):

@@ -246,6 +246,9 @@ HeartbeatRow = Table(
     _ms("last_seq"),
     _int("beats"),
     Index("ix_heartbeat_thread_at", "thread_id", "at"),
+    # Retention's walk over spans by first beat (store.retention._unknown_beats): not by last
+    # beat, which a span extended in place changes (on PostgreSQL no update would be HOT).
+    Index("ix_heartbeat_at", "at", "id"),
 )
 
 # The latest beat of each service instance (`sidewatch.heartbeat` of the service form),

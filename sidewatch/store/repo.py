@@ -381,7 +381,7 @@ class Store:
         policy_for: PolicyFor,
         now: int,
         keep: bool = True,
-        want: str | None = None,
+        want: Mapping[str, Collection[str]] | None = None,
     ) -> list[Outcome]:
         """These threads evaluated at `now`, a long one from its checkpoint where it holds
         (store.checkpoint.evaluate_threads)."""

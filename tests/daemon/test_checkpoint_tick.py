@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
@@ -19,6 +20,8 @@ from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.store import checkpoint as stored
+from sidewatch.store import repo
+from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 
@@ -232,3 +235,180 @@ def test_a_subagent_of_a_wait_after_the_cut_is_in_its_evidence_from_the_checkpoi
     from_cut.pop("evaluatedAt")
     whole.pop("evaluatedAt")
     assert whole == from_cut
+
+
+def _states_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The requestIds of every recorded verdict the auditor reads (whichever way)."""
+    read: list[str] = []
+    for name in ("records", "records_of"):
+        real = getattr(AuditState, name, None)
+        if real is None:
+            continue
+
+        def spy(self: AuditState, ids: Any, real: Any = real) -> Any:
+            out = real(self, ids)
+            read.extend(rid for _, rid in out)
+            return out
+
+        monkeypatch.setattr(AuditState, name, spy)
+    return read
+
+
+def _rows(store: Store) -> dict[str, tuple[Any, ...]]:
+    with store.engine.connect() as c:
+        return {str(r[1]): tuple(r) for r in c.execute(text("SELECT * FROM wait_state")).all()}
+
+
+def test_a_tick_reads_the_recorded_verdicts_of_the_suffix_waits_only_whatever_the_age(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    ages = {"young": RUNS, "old": 5 * RUNS}  # 6 and 30 waits, every one but the last settled
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        _ingest(store, lines, START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    before = _rows(store)
+    read = _states_read(monkeypatch)
+
+    for thread in ages:
+        new = {"type": "RUN_STARTED", "threadId": thread, "runId": "run-new", "timestamp": now}
+        _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+
+    last = {f"{thread}/approve-{runs}" for thread, runs in ages.items()}
+    assert last == set(read) and 2 == len(read)  # not one per settled wait
+    after = _rows(store)
+    assert before.keys() == after.keys()
+    # The settled waits before the cut are left as they were, evaluation time included.
+    assert {r: v for r, v in before.items() if r not in last} == {
+        r: v for r, v in after.items() if r not in last
+    }
+    assert all(before[r] != after[r] for r in last)  # evaluated again
+    store.engine.dispose()
+
+
+def _listed(store: Store, policy: Any, states: set[str], limit: int, now: int) -> list[Any]:
+    return Read(store, policy).waits(states, limit, now)["waits"]
+
+
+def test_the_list_of_open_waits_reads_a_changed_long_thread_from_its_checkpoint(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)  # the thread is dirty: every wait of it is a candidate
+    loads = _whole_loads(monkeypatch)
+    real = repo.load_threads  # and the read of whole threads of Store.threads
+    monkeypatch.setattr(
+        repo, "load_threads", lambda c, ids: loads.append(list(ids)) or real(c, ids)
+    )
+
+    resumed = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
+    assert [] == loads  # the settled waits are neither read nor evaluated
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
+
+    assert [f"{THREAD}/approve-{RUNS}"] == [w["requestId"] for w in resumed]
+    assert whole == resumed
+
+
+def test_the_list_of_every_state_from_a_checkpoint_is_the_whole_threads_list(
+    long_thread: Store,
+) -> None:
+    # `other` asked long before: the record of its wait is the first chosen, and its decline
+    # moves it after every wait of the long thread, whose settled waits before the cut then
+    # rank first although none of them was chosen from the records.
+    store = long_thread
+    now = START + 100_000
+    outcome = {"type": "interrupt", "interrupts": [{"id": "ask", "reason": "confirm"}]}
+    asked = START - 100_000
+    _ingest(
+        store,
+        [
+            {"type": "RUN_STARTED", "threadId": "other", "runId": "o-1", "timestamp": asked},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": "other",
+                "runId": "o-1",
+                "outcome": outcome,
+                "timestamp": asked + 1,
+            },
+        ],
+        now,
+    )
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    decline = [{"interruptId": "ask", "status": "resolved", "payload": "reject"}]
+    later = now + 1000
+    _ingest(
+        store,
+        [
+            {
+                "threadId": "other",
+                "runId": "o-2",
+                "messages": [],
+                "resume": decline,
+                "timestamp": later,
+            },
+            {"type": "RUN_STARTED", "threadId": "other", "runId": "o-2", "timestamp": later},
+            {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": later},
+        ],
+        later,
+    )
+    every = {"WAITING", "RESUMED", "CLOSED_BY_DECLINE", "CANCELLED", "STUCK_AFTER_DECISION"}
+    limits = (1, 2, 3, 100)
+
+    resumed = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
+
+    assert f"{THREAD}/approve-10" == resumed[0][0]["requestId"]
+    assert whole == resumed
+    assert RUNS // 10 + 1 == len(resumed[-1])
+
+
+def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's VM steps of the statement asking which of the suffix's ids the prefix holds
+    # (store.checkpoint.seen), for the GET of the open wait of a thread at two ages.
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    ages = {"young": RUNS, "old": 10 * RUNS}
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        _ingest(store, lines, START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    steps, asking = [0], [False]
+
+    def count() -> int:
+        steps[0] += asking[0]
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        asking[0] = statement.startswith("SELECT 'r'")  # the ids asked, in one statement
+
+    def asked(thread: str) -> int:
+        steps[0] = 0
+        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
+        assert body is not None and "WAITING" == body["state"]
+        return steps[0]
+
+    young, old = asked("young"), asked("old")
+    store.engine.dispose()
+
+    assert 0 < old <= young * 1.2 + 50, (young, old)
