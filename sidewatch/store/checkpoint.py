@@ -18,7 +18,16 @@ from typing import Any, TypeVar
 import orjson
 from sqlalchemy import Connection
 
-from sidewatch.core.checkpoint import LONG, Checkpoint, Seen, choose, holds, refs, uses
+from sidewatch.core.checkpoint import (
+    LONG,
+    Checkpoint,
+    Seen,
+    choose,
+    holds,
+    refs,
+    seeded,
+    uses,
+)
 from sidewatch.core.engine import PolicyFor, ThreadVerdicts, evaluate
 from sidewatch.core.facts import SignalFact, ThreadFacts
 from sidewatch.store.load import (
@@ -173,17 +182,19 @@ def _held(
     return out
 
 
-def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[str]) -> Seen:
-    """What the prefix holds of the ids `part` (the suffix) uses, and of `rids` (its waits'
-    requestIds), asked by those ids only."""
+def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts) -> Seen:
+    """What the prefix holds of the ids `part` (the suffix) uses, and of the requestIds its
+    waits may have (`refs`), asked by those ids only."""
     u = uses(part)
+    rids = refs(part)
     runs, calls, iids = sorted(u.runs), sorted(u.calls), sorted(u.interrupts)
     asks = [
         ("r", table, "run_id", runs) for table in (*_RUN_TABLES, "heartbeat", "subagent", "finding")
     ]
     # (Findings the auditor wrote, seq 0, are asked too: a doubt, never a miss.)
-    asks += [("c", table, "tool_call_id", calls) for table in ("tool_call", "tool_result")]
-    asks += [("c", "interrupt", "tool_call_id", calls), ("i", "interrupt", "interrupt_id", iids)]
+    asks += [("c", "tool_call", "tool_call_id", calls), ("t", "tool_result", "tool_call_id", calls)]
+    asks += [("g", "interrupt", "tool_call_id", calls), ("i", "interrupt", "interrupt_id", iids)]
+    asks.append(("s", "subagent", "subagent_run_id", sorted(u.subagents)))
     held = _held(conn, cp, asks)
     requests: set[str] = set()
     wanted = sorted(rids)
@@ -199,8 +210,11 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[s
         count=_prefix_count(conn, cp),
         runs=frozenset(held["r"]),
         interrupts=frozenset(held["i"]),
-        calls=frozenset(held["c"]),
+        calls=frozenset(held["c"] | held["t"] | held["g"]),
         requests=frozenset(requests),
+        gated=frozenset(held["g"]),
+        results=frozenset(held["t"]),
+        subagents=frozenset(held["s"]),
         beats=bool(expand(conn, [cp.thread_id])),
     )
 
@@ -229,19 +243,19 @@ def evaluate_threads(
     whole: list[str] = [t for t in thread_ids if t not in held]
     for thread, cp in held.items():
         part = suffix(conn, cp)
+        known = seen(conn, cp, part)
         try:
-            result = run(part)
+            result = run(seeded(part, known, cp.cut))
         except Exception:  # evaluated whole below, where a failure is reported
             whole.append(thread)
             continue
-        rids = {w.evidence.request_id for w in result.waits}
-        if want is not None and want not in rids:
+        if want is not None and want not in {w.evidence.request_id for w in result.waits}:
             whole.append(thread)
             continue
-        if not holds(cp, part, result, seen(conn, cp, part, rids)):
+        if not holds(cp, part, result, known):
             whole.append(thread)
             continue
-        new = _choose(part, result, now, run, cp) if keep else None
+        new = _choose(part, result, now, run, cp, known) if keep else None
         yield Outcome(thread, result, True, new, True)  # None: the old one stays
     for facts in load_threads(conn, whole) if whole else ():
         had = facts.thread_id in held
@@ -260,8 +274,9 @@ def _choose(
     now: int,
     run: Callable[[ThreadFacts], ThreadVerdicts],
     base: Checkpoint | None = None,
+    held: Seen | None = None,
 ) -> Checkpoint | None:
     try:
-        return choose(facts, result, now, run, base)
+        return choose(facts, result, now, run, base, held)
     except Exception:  # only a speed-up: without one, the thread is evaluated whole
         return None
