@@ -3,10 +3,11 @@ after its cut, ask the store what the prefix holds of the suffix's ids, and eval
 
 Every question asked of the prefix names the suffix's own ids and is answered from an index
 ((thread, run), (thread, interrupt id), (thread, tool call), the prefix's time range), so a
-resumed evaluation reads what the suffix holds, not the thread's history. The count of the
-prefix's facts (a range count, in the database) tells a fact timed before the cut that
-arrived since: then the thread is evaluated whole. Checkpoints are written by the auditor in
-the transaction of the verdicts they rest on (AuditState.save).
+resumed evaluation reads what the suffix holds, not the thread's history. A fact timed
+before the cut that arrived since shows in the thread's dirty mark (its earliest time); only
+then is the prefix counted (a range count, in the database), and a changed count makes the
+thread evaluated whole (`_count`). Checkpoints are written by the auditor in the transaction
+of the verdicts they rest on (AuditState.save).
 """
 
 from __future__ import annotations
@@ -144,6 +145,27 @@ def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
     )
 
 
+def _early(conn: Connection, thread: str) -> int | None:
+    """The earliest time the facts that arrived since the thread's dirty mark was set
+    concern (repo.UnitWriter._mark_dirty); None: no mark, or set by no fact."""
+    row = conn.exec_driver_sql(
+        driver_sql(conn, "SELECT early FROM dirty_thread WHERE thread_id = ?"), (thread,)
+    ).first()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _count(conn: Connection, cp: Checkpoint) -> int:
+    """The prefix's facts as far as a late one can change them. A fact arrived since the
+    checkpoint was taken is in the thread's dirty mark, which the auditor clears only once a
+    tick evaluated every fact that set it: a mark no earlier than the cut (or none) says
+    no fact came late, in one look at the mark, read after the suffix (a fact committed
+    since is then after this evaluation as well). An earlier one may be a fact that came
+    late, or one evaluated already (a unit came during the tick that took the checkpoint,
+    and the mark stayed): then the prefix is counted, which tells them apart."""
+    early = _early(conn, cp.thread_id)
+    return cp.count if early is None or early >= cp.cut else _prefix_count(conn, cp)
+
+
 def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     """core.checkpoint.prefix_count, counted by the database over the prefix's time range."""
     before = "thread_id = ? AND at < ?"
@@ -207,7 +229,7 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts) -> Seen:
         )
         requests.update(str(r[0]) for r in conn.exec_driver_sql(sql, (cp.thread_id, *ps, cp.cut)))
     return Seen(
-        count=_prefix_count(conn, cp),
+        count=_count(conn, cp),
         runs=frozenset(held["r"]),
         interrupts=frozenset(held["i"]),
         calls=frozenset(held["c"] | held["t"] | held["g"]),

@@ -112,7 +112,7 @@ def _records(result: Any, cut: int) -> list[tuple[object, ...]]:
             w.evidence.request_id,
             w.settled_at,
             *(
-                (v.state, v.since, v.facts.decided_at, v.facts.receipt_at, v.unreported)
+                (v.state, v.since, v.facts.decided_at, v.facts.receipt_at, v.unreported, v.findings)
                 if (v := w.verdict) is not None
                 else ()
             ),
@@ -426,6 +426,7 @@ def _holds(first: list[object], more: list[object], now: int) -> bool:
         return False
     whole = evaluate(facts, _policy, now)  # where it holds, it gives the whole thread's
     assert [w for w in whole.waits if w.evidence.requested_at >= cp.cut] == list(part.waits)
+    assert _records(whole, cp.cut) == _records(evaluate(thread, _policy, now), cp.cut)
     return True
 
 
@@ -558,10 +559,14 @@ def test_a_thread_reusing_one_interrupt_id_keeps_its_checkpoint_and_the_id_takes
 def test_an_answer_naming_a_reused_id_before_the_suffix_asks_with_it_ends_the_checkpoint() -> None:
     # At the cut, before the wait after it is announced: the latest wait with the id is a
     # settled one, before the cut.
+    # That answer's run then fails: in the whole thread, a finding on the settled wait.
+    start = RunFact(run_id="new", thread_id=THREAD, mark=RunMark.STARTED, at=50 * MIN, seq=1)
     early = AnswerFact(
-        thread_id=THREAD, run_id="new", interrupt_id="crew", code=Code.DECLINE, at=50 * MIN, seq=1
+        thread_id=THREAD, run_id="new", interrupt_id="crew", code=Code.ACCEPT, at=50 * MIN, seq=2
     )
-    assert not _holds(_crew(_long_thread(6)), [early], NOW)
+    error = replace(start, mark=RunMark.ERROR, at=NOW, seq=10**6)
+    assert _holds(_crew(_long_thread(6)), [start, replace(early, seq=10**5), error], NOW)
+    assert not _holds(_crew(_long_thread(6)), [start, early, error], NOW)
 
 
 def test_a_reused_id_named_after_the_cut_but_never_asked_again_ends_the_checkpoint() -> None:

@@ -323,3 +323,73 @@ def test_an_answer_naming_the_reused_interrupt_id_before_it_is_asked_again_ends_
 
     assert [[THREAD]] == loads
     assert _whole(store, now + 600_000) == _states(store)
+
+
+def _counts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = stored._prefix_count
+
+    def spy(conn: Any, cp: Any) -> int:
+        calls.append(cp.thread_id)
+        return real(conn, cp)
+
+    monkeypatch.setattr(stored, "_prefix_count", spy)
+    return calls
+
+
+def test_a_tick_after_a_new_event_does_not_count_the_prefix(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+
+    assert ([], []) == (counts, loads)  # the dirty mark's time is after the cut: none late
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def test_a_mark_from_facts_evaluated_already_counts_the_prefix_and_resumes(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    # A mark that stayed (a unit came during the tick that took the checkpoint), its time
+    # that of a fact the checkpoint's evaluation had.
+    with store.engine.begin() as c:
+        c.execute(
+            text("INSERT INTO dirty_thread (thread_id, mark, early) VALUES (:t, 7, :at)"),
+            {"t": THREAD, "at": START},
+        )
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+    auditor.tick(now + 600_000)
+
+    assert ([THREAD], []) == (counts, loads)  # counted: the same prefix, resumed
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def test_a_signal_naming_a_settled_wait_after_the_cut_makes_the_thread_evaluated_whole(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    loads = _whole_loads(monkeypatch)
+    route = {
+        "type": "CUSTOM",
+        "name": "sidewatch.route",
+        "value": {"requestId": f"{THREAD}/approve-20", "delivered": True, "approverRef": "ops"},
+        "timestamp": now,
+    }
+    _ingest(store, [route], now)  # timed after the cut, about a wait before it
+    auditor.tick(now + 600_000)
+
+    assert [[THREAD]] == loads
+    assert _whole(store, now + 600_000) == _states(store)
