@@ -244,6 +244,15 @@ def threads_of_refs(conn: Connection, refs: Collection[str], unrecorded: bool = 
     return out
 
 
+def requested_at(conn: Connection, refs: Collection[str]) -> Iterator[tuple[str, int]]:
+    """(thread, requested at) of each recorded wait with one of these requestIds."""
+    state = table_of(WaitState)
+    for part in _chunks(sorted(refs)):
+        query = select(state.c.thread_id, state.c.requested_at).where(state.c.request_id.in_(part))
+        for thread, at in conn.execute(query):
+            yield str(thread), int(at)
+
+
 def _chunks(ids: list[str]) -> Iterator[list[str]]:
     for k in range(0, len(ids), CHUNK):
         yield ids[k : k + CHUNK]

@@ -208,6 +208,7 @@ SubagentRow = Table(
     _text("name", 256, null=True),
     _text("interrupt_ids", 8192, default="[]"),
     UniqueConstraint("thread_id", "run_id", "subagent_run_id", "state", name="uq_subagent_key"),
+    Index("ix_subagent_thread_invocation", "thread_id", "subagent_run_id"),
 )
 
 # A `sidewatch.route|decision|action|receipt` event.
@@ -393,6 +394,9 @@ DirtyThread = Table(
     metadata,
     _text("thread_id", 256, primary_key=True),
     _ms("mark"),
+    # The earliest time of the facts ingest marked it for since it was set (None: marked by
+    # no fact): one before a checkpoint's cut came late (store.checkpoint).
+    _ms("early", null=True),
 )
 
 # A long thread's checkpoint (core.checkpoint): the facts timed before `cut` are settled

@@ -299,7 +299,7 @@ class Retention:
             self._drop_waits(c, gone, waits, counts)
             tm = ", ".join("?" for _ in gone)
             self._findings(c, f"thread_id IN ({tm})", tuple(gone), counts)
-            for table in (*_THREAD_TABLES, "signal"):
+            for table in (*_THREAD_TABLES, "signal", "thread_checkpoint"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE thread_id IN ({tm})"),
                     tuple(gone),
@@ -386,6 +386,10 @@ class Retention:
                 tx.rollback()
                 return self._dequeue(thread)
             c.exec_driver_sql(driver_sql(c, _DEQUEUE), (thread,))
+            # Its prefix lost facts that no dirty mark tells (store.checkpoint): taken again.
+            c.exec_driver_sql(
+                driver_sql(c, "DELETE FROM thread_checkpoint WHERE thread_id = ?"), (thread,)
+            )
             _add(c, counts)
         return 0, len(waits)
 

@@ -412,3 +412,164 @@ def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
     store.engine.dispose()
 
     assert 0 < old <= young * 1.2 + 50, (young, old)
+
+
+def _crew_run(i: int) -> list[dict[str, Any]]:
+    """Run i of a CrewAI-like thread: its interrupt id is the thread's id, for every wait,
+    and every run calls a tool under one scripted id (ungated), with its result."""
+    lines = [
+        {**line, "resume": [{**r, "interruptId": THREAD} for r in line["resume"]]}
+        if "resume" in line
+        else line
+        for line in _run(i)
+    ]
+    end = lines.pop()
+    if "outcome" in end:
+        end["outcome"]["interrupts"][0]["id"] = THREAD
+    call, at = {"toolCallId": "scripted-1", "timestamp": end["timestamp"] - 1}, end["timestamp"]
+    return [
+        *lines,
+        {"type": "TOOL_CALL_START", "toolCallName": "lookup", **call},
+        {"type": "TOOL_CALL_END", **call},
+        {"type": "TOOL_CALL_RESULT", "messageId": f"m-{i}", "content": "ok", **call},
+        {**end, "timestamp": at},
+    ]
+
+
+@pytest.fixture
+def crew_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    _ingest(store, [line for i in range(1, RUNS + 1) for line in _crew_run(i)], START)
+    yield store
+    store.engine.dispose()
+
+
+def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_its_cut(
+    crew_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = crew_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000
+    loads = _whole_loads(monkeypatch)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+    last = f"{THREAD}/{THREAD}@run-{RUNS}"  # the id was used before: `@run`
+    from_cut = Read(store, auditor.policy_for).wait(last, now + 600_000)
+
+    assert [] == loads  # the tick and the GET read the suffix only
+    assert _whole(store, now + 600_000) == _states(store)
+    assert "WAITING" == _states(store)[last][0]
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert from_cut is not None and whole is not None
+    from_cut.pop("evaluatedAt")
+    whole.pop("evaluatedAt")
+    assert whole == from_cut
+
+
+def test_an_answer_naming_the_reused_interrupt_id_before_it_is_asked_again_ends_the_cut(
+    crew_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = crew_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    loads = _whole_loads(monkeypatch)
+    # A run after the cut answers the thread's id before the run after the cut asks with it
+    # (arriving late): the latest wait with that id is then a settled one, before the cut.
+    run, at = "run-again", START + RUNS * 1000 + 1
+    again = [
+        {
+            "threadId": THREAD,
+            "runId": run,
+            "messages": [],
+            "resume": [{"interruptId": THREAD, "status": "cancelled", "payload": {}}],
+            "timestamp": at,
+        },
+        {"type": "RUN_STARTED", "threadId": THREAD, "runId": run, "timestamp": at},
+        {"type": "RUN_FINISHED", "threadId": THREAD, "runId": run, "timestamp": at},
+    ]
+    _ingest(store, again, at)
+    auditor.tick(now + 600_000)
+
+    assert [[THREAD]] == loads
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def _counts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = stored._prefix_count
+
+    def spy(conn: Any, cp: Any) -> int:
+        calls.append(cp.thread_id)
+        return real(conn, cp)
+
+    monkeypatch.setattr(stored, "_prefix_count", spy)
+    return calls
+
+
+def test_a_tick_after_a_new_event_does_not_count_the_prefix(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+
+    assert ([], []) == (counts, loads)  # the dirty mark's time is after the cut: none late
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def test_a_mark_from_facts_evaluated_already_counts_the_prefix_and_resumes(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    # A mark that stayed (a unit came during the tick that took the checkpoint), its time
+    # that of a fact the checkpoint's evaluation had.
+    with store.engine.begin() as c:
+        c.execute(
+            text("INSERT INTO dirty_thread (thread_id, mark, early) VALUES (:t, 7, :at)"),
+            {"t": THREAD, "at": START},
+        )
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+    auditor.tick(now + 600_000)
+
+    assert ([THREAD], []) == (counts, loads)  # counted: the same prefix, resumed
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def test_a_signal_naming_a_settled_wait_after_the_cut_makes_the_thread_evaluated_whole(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    loads = _whole_loads(monkeypatch)
+    route = {
+        "type": "CUSTOM",
+        "name": "sidewatch.route",
+        "value": {"requestId": f"{THREAD}/approve-20", "delivered": True, "approverRef": "ops"},
+        "timestamp": now,
+    }
+    _ingest(store, [route], now)  # timed after the cut, about a wait before it
+    auditor.tick(now + 600_000)
+
+    assert [[THREAD]] == loads
+    assert _whole(store, now + 600_000) == _states(store)
