@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -122,7 +123,7 @@ def measure(url: str) -> dict[str, float]:
     with engine.connect() as conn:
         conn.exec_driver_sql("SELECT 1").fetchall()
     ping = time.perf_counter() - start
-    writes = _write_floor(engine)
+    writes, moves, per_wait = _write_floor(engine)
     registry = CollectorRegistry()
     registry.register(SnapshotCollector(lambda: auditor.snapshot, IngestCounters()))
     ProcessCollector(registry=registry)
@@ -136,6 +137,8 @@ def measure(url: str) -> dict[str, float]:
         "full_cpu": full_cpu,  # this process's CPU: on a shared machine, wall counts the others
         "floor": floor,
         "write_floor": writes,
+        "write_moves": moves,
+        "moves_per_wait": per_wait,
         "rss_mib": rss,
         "quiet": quiet,
         "quiet_threads": idle.threads,
@@ -145,10 +148,11 @@ def measure(url: str) -> dict[str, float]:
     }
 
 
-def _write_floor(engine: Engine) -> float:
+def _write_floor(engine: Engine) -> tuple[float, float, float]:
     """Writing the rows the audit wrote (every state and transition, as stored) again, in the
     same batches, with the fastest plain bulk insert of the store (SQLite: executemany of a
-    plain INSERT; PostgreSQL: COPY) and nothing else: what a full audit cannot go below."""
+    plain INSERT; PostgreSQL: COPY) and nothing else: what a full audit cannot go below.
+    Returns (seconds, of them the transitions' inserts, transition rows per wait)."""
     with engine.connect() as conn:
         states = [
             tuple(r)
@@ -164,12 +168,15 @@ def _write_floor(engine: Engine) -> float:
     start = time.perf_counter()
     insert = copy_rows if engine.dialect.name == "postgresql" else bulk_insert
     n = max(1, len(states))
+    spent = 0.0  # of it, writing the transitions (the rest: the states, and the commits)
     for k in range(0, len(states), BATCH):  # every transition, spread as the batches were
         with engine.begin() as conn:
             insert(conn, "wait_state", STATE_COLS, states[k : k + BATCH])
             part = moves[k * len(moves) // n : min(n, k + BATCH) * len(moves) // n]
+            moved = time.perf_counter()
             insert(conn, "transition", TRANSITION_COLS, part)
-    return time.perf_counter() - start
+            spent += time.perf_counter() - moved
+    return time.perf_counter() - start, spent, len(moves) / n
 
 
 def _best(fn: object, n: int = 20) -> float:
@@ -193,7 +200,8 @@ def main() -> None:
     for n in args.waits:
         with tempfile.TemporaryDirectory() as tmp:
             made, m = _run(f"sqlite:///{Path(tmp) / 'audit.db'}", n)
-        print(f"{n:>9,} open waits (generated in {made:.0f}s)")
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"{n:>9,} open waits (generated in {made:.0f}s; load average {load})")
         print(
             f"  full audit     : {m['full']:8.2f} s   floor (read the rows): {m['floor']:6.2f} s "
             f"  ratio {m['full'] / m['floor']:5.1f}   peak RSS {m['rss_mib']:6.0f} MiB "
@@ -201,9 +209,15 @@ def main() -> None:
         )
         print(
             f"  write floor    : {m['write_floor']:8.2f} s   (its states and transitions written "
-            f"again by plain bulk insert); read + write floors "
+            f"again by plain bulk insert; of it the {m['moves_per_wait']:.2f} transition rows "
+            f"a wait: {m['write_moves']:5.2f} s); read + write floors "
             f"{m['floor'] + m['write_floor']:6.2f} s, audit beside them: ratio "
             f"{m['full'] / (m['floor'] + m['write_floor']):4.1f}"
+        )
+        print(
+            f"  per wait       : audit CPU {m['full_cpu'] / n * 1e6:6.1f} us, read floor "
+            f"{m['floor'] / n * 1e6:5.1f} us, write floor {m['write_floor'] / n * 1e6:5.1f} us "
+            f"(the 1M target: 10 us a wait, all in)"
         )
         print(
             f"  idle tick      : {m['quiet'] * 1000:8.1f} ms  floor (SELECT 1): "
@@ -219,7 +233,8 @@ def main() -> None:
                 pg_made, pg = _run(url, n)
             print(
                 f"  on PostgreSQL  : full audit {pg['full']:8.2f} s (floor {pg['floor']:6.2f} s, "
-                f"write floor (COPY) {pg['write_floor']:6.2f} s, "
+                f"write floor (COPY) {pg['write_floor']:6.2f} s, of it transitions "
+                f"{pg['write_moves']:5.2f} s, "
                 f"peak RSS {pg['rss_mib']:6.0f} MiB, CPU {pg['full_cpu']:6.2f} s, "
                 f"generated in {pg_made:.0f}s)   beside "
                 f"SQLite: ratio {pg['full'] / m['full']:4.2f}; idle tick "

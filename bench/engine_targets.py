@@ -8,16 +8,25 @@ comparison measured in the same run:
 - `GET /v1/waits/{requestId}` of a wait on the long thread through the daemon's HTTP app,
   beside the same request for a wait on a short thread (target < 50 ms).
 
-    .venv/bin/python bench/engine_targets.py [--runs 10000] [--pg]
+    .venv/bin/python bench/engine_targets.py [--runs 10000] [--pg] [--shape SHAPE]
+    .venv/bin/python bench/engine_targets.py --ages 2000,10000 [--pg]
+
+With `--ages`, instead: the per-tick and per-request costs of one long thread at each age
+(runs), side by side, each beside the same on a short thread of the same store (the floor):
+a tick after one new event, `GET /v1/waits/{requestId}` of its open wait, and the list of
+open waits (`GET /v1/waits?open=true`) while the thread has new evidence; medians of 5.
 
 Every wait but the last of each thread is approved and resumed; the last is left open. The
 traffic is AG-UI, ingested as a producer posts it. With `--pg`, on PostgreSQL (a throw-away
-database on the running server) instead of SQLite.
+database on the running server) instead of SQLite. `--shape`: `plain` (an interrupt id per
+wait), `crewai` (every wait's interrupt id is the thread's id, as ag-ui-crewai sends it),
+`scripted` (every run also calls an ungated tool under one scripted tool-call id).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import warnings
@@ -38,6 +47,7 @@ from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.daemon.serve import Daemon
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from sidewatch.store.sql import driver_sql
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette's TestClient prefers httpx2
@@ -51,14 +61,20 @@ QUIET = replace(
 )
 
 
-def _run_lines(thread: str, i: int, at: int, last: int) -> list[dict[str, Any]]:
+SHAPES = ("plain", "crewai", "scripted")
+
+
+def _run_lines(
+    thread: str, i: int, at: int, last: int, shape: str = "plain"
+) -> list[dict[str, Any]]:
     """Run i of a thread: every EVERY-th run proposes a gated call and stops on its interrupt;
     the next run answers it (approved), runs the call and finishes; the last stays open."""
     run = f"run-{i}"
     lines: list[dict[str, Any]] = []
     resume = []
+    ask = thread if shape == "crewai" else f"approve-{i - 1}"
     if i % EVERY == 1 and i > 1:
-        resume = [{"interruptId": f"approve-{i - 1}", "status": "resolved", "payload": {}}]
+        resume = [{"interruptId": ask, "status": "resolved", "payload": {}}]
     lines.append(
         {"threadId": thread, "runId": run, "messages": [], "resume": resume, "timestamp": at}
     )
@@ -87,7 +103,8 @@ def _run_lines(thread: str, i: int, at: int, last: int) -> list[dict[str, Any]]:
             {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": "{}", "timestamp": at},
             {"type": "TOOL_CALL_END", "toolCallId": call, "timestamp": at + 1},
         ]
-        interrupt = {"id": f"approve-{i}", "reason": "tool_call", "toolCallId": call}
+        iid = thread if shape == "crewai" else f"approve-{i}"
+        interrupt = {"id": iid, "reason": "tool_call", "toolCallId": call}
         outcome = {"type": "interrupt", "interrupts": [interrupt]}
         lines.append(
             {
@@ -99,13 +116,20 @@ def _run_lines(thread: str, i: int, at: int, last: int) -> list[dict[str, Any]]:
             }
         )
     else:
+        if shape == "scripted":  # an ungated call, its id the same in every run
+            tool = {"toolCallId": "lookup-1", "timestamp": at + 1}
+            lines += [
+                {"type": "TOOL_CALL_START", "toolCallName": "lookup", **tool},
+                {"type": "TOOL_CALL_END", **tool},
+                {"type": "TOOL_CALL_RESULT", "messageId": f"l-{i}", "content": "ok", **tool},
+            ]
         lines.append(
             {"type": "RUN_FINISHED", "threadId": thread, "runId": run, "timestamp": at + 2}
         )
     return lines
 
 
-def _populate(url: str, threads: list[str], runs: int, end: int) -> None:
+def _populate(url: str, threads: list[str], runs: int, end: int, shape: str = "plain") -> None:
     """`runs` runs on each of `threads`, one second apart, the last ending before `end`."""
     engine = open_store(url)
     store, protect = Store(engine), ref_protector(engine, Config())
@@ -114,7 +138,9 @@ def _populate(url: str, threads: list[str], runs: int, end: int) -> None:
     count = 0
     for thread in threads:
         for i in range(1, runs + 1):
-            body += [orjson.dumps(line) for line in _run_lines(thread, i, start + i * 1000, runs)]
+            body += [
+                orjson.dumps(line) for line in _run_lines(thread, i, start + i * 1000, runs, shape)
+            ]
             count += 1
             if count % PER_UNIT == 0:
                 ingest_unit(store, "bench", b"\n".join(body), end, protect, max_lines=10**7)
@@ -130,24 +156,44 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, out
 
 
-def _measure(url: str, thread: str, last: int, now: int) -> dict[str, float]:
-    """Full audit; then a tick after one new event on `thread`; then GET of its open wait."""
+def _measure(url: str, thread: str, now: int, shape: str) -> dict[str, float]:
+    """Full audit; then a tick after one new event on `thread` (`scripted`: a new run's call
+    under the scripted id); then GET of its open wait."""
     engine = open_store(url)
     store = Store(engine)
     auditor = Auditor(store, (QUIET,))
     full, report = _timed(lambda: auditor.tick(now))
-    event = {"type": "RUN_STARTED", "threadId": thread, "runId": "run-new", "timestamp": now}
-    ingest_unit(store, "bench", orjson.dumps(event), now, ref_protector(engine, Config()))
+    start = {"type": "RUN_STARTED", "threadId": thread, "runId": "run-new", "timestamp": now}
+    events = [start]
+    if shape == "scripted":  # the new run calls the tool under the scripted id again
+        tool = {"toolCallId": "lookup-1", "timestamp": now}
+        events += [
+            {"type": "TOOL_CALL_START", "toolCallName": "lookup", **tool},
+            {"type": "TOOL_CALL_END", **tool},
+        ]
+    body = b"\n".join(map(orjson.dumps, events))
+    ingest_unit(store, "bench", body, now, ref_protector(engine, Config()))
     tick, _ = _timed(lambda: auditor.tick(now + 1000))
-    engine.dispose()
     daemon = Daemon(replace(Config(), db_url=url, allowed_hosts=("testserver",), policies=(QUIET,)))
     client = TestClient(daemon.app)
     client.get("/healthz")  # the app's first request, not the one measured
-    rid = quote(f"{thread}/approve-{last}", safe="")
+    with engine.connect() as c:
+        kept = c.exec_driver_sql("SELECT count(*) FROM thread_checkpoint").scalar_one()
+    with engine.connect() as c:  # the thread's latest wait (a reused id has `@run`)
+        (ref,) = c.exec_driver_sql(
+            driver_sql(
+                c,
+                "SELECT request_id FROM wait_state WHERE thread_id = ? "
+                "ORDER BY requested_at DESC LIMIT 1",
+            ),
+            (thread,),
+        ).one()
+    engine.dispose()
+    rid = quote(str(ref), safe="")
     get, response = _timed(lambda: client.get(f"/v1/waits/{rid}"))
     assert response.status_code == 200, response.text
     daemon.engine.dispose()
-    return {"full": full, "waits": report.waits, "tick": tick, "get": get}
+    return {"full": full, "waits": report.waits, "tick": tick, "get": get, "kept": kept}
 
 
 @contextmanager
@@ -159,30 +205,113 @@ def _store(pg: bool, tmp: Path, name: str) -> Iterator[str]:
         yield f"sqlite:///{tmp / name}"
 
 
+def _median(fn: Callable[[int], Any], n: int = 5) -> float:
+    return sorted(_timed(lambda k=k: fn(k))[0] for k in range(n))[n // 2]
+
+
+def _at_age(url: str, runs: int, now: int) -> dict[str, float]:
+    """A long thread of `runs` runs beside a short one, audited whole once (checkpoints);
+    then the tick, the GET and the list of open waits of each, timed."""
+    _populate(url, ["thread-long"], runs, now)
+    _populate(url, ["thread-short"], EVERY, now)
+    engine = open_store(url)
+    store = Store(engine)
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    daemon = Daemon(replace(Config(), db_url=url, allowed_hosts=("testserver",), policies=(QUIET,)))
+    client = TestClient(daemon.app)
+    client.get("/healthz")
+    out: dict[str, float] = {}
+    protect = ref_protector(engine, Config())
+    for name, thread, last in (("long", "thread-long", runs), ("short", "thread-short", EVERY)):
+
+        def event(k: int, thread: str = thread) -> None:
+            line = {
+                "type": "RUN_STARTED",
+                "threadId": thread,
+                "runId": f"new-{k}",
+                "timestamp": now,
+            }
+            ingest_unit(store, "bench", orjson.dumps(line), now, protect)
+
+        def tick(k: int) -> None:
+            event(k)
+            auditor.tick(now + 1000 * (k + 1))
+
+        out[f"tick {name}"] = _median(tick)  # the ingest of the one event included
+        out[f"event {name}"] = _median(lambda k: event(100 + k))  # ... its floor
+        rid = quote(f"{thread}/approve-{last}", safe="")
+        out[f"get {name}"] = _median(lambda k, rid=rid: client.get(f"/v1/waits/{rid}"))
+        event(200)  # the thread has new evidence: each of its waits is a candidate
+        out[f"list {name}"] = _median(lambda k: client.get("/v1/waits?open=true"))
+        auditor.tick(now + 10_000)
+    daemon.engine.dispose()
+    engine.dispose()
+    return out
+
+
+def ages(runs: list[int], pg: bool) -> None:
+    now = int(time.time() * 1000)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in runs:
+            with _store(pg, Path(tmp), f"age{n}.db") as url:
+                results.append((n, _at_age(url, n - n % EVERY, now)))
+    print(
+        f"one long thread at {len(runs)} ages, beside a short thread ({EVERY} runs) of the same "
+        f"store, {'PostgreSQL' if pg else 'SQLite'}, medians of 5 (load {os.getloadavg()[0]:.1f})"
+    )
+    for label, key in (
+        ("tick after 1 event", "tick"),
+        ("GET one wait", "get"),
+        ("GET open waits", "list"),
+    ):
+        cells = "   ".join(
+            f"{n:6,d} runs: {r[f'{key} long'] * 1000:6.1f} ms "
+            f"(short {r[f'{key} short'] * 1000:5.1f})"
+            for n, r in results
+        )
+        print(f"  {label:18s}: {cells}")
+    print(
+        "  (a tick includes ingesting its event: "
+        + ", ".join(f"{r['event long'] * 1000:.1f} ms at {n:,d}" for n, r in results)
+        + ")"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10_000, help="runs of the long thread")
     ap.add_argument("--pg", action="store_true", help="on PostgreSQL instead of SQLite")
+    ap.add_argument("--ages", help="runs of the long thread at each age, e.g. 2000,10000")
+    ap.add_argument("--shape", choices=SHAPES, default="plain", help="the threads' dialect")
     args = ap.parse_args()
+    if args.ages:
+        ages([int(n) for n in args.ages.split(",")], args.pg)
+        return
     runs = args.runs - args.runs % EVERY or EVERY
     now = int(time.time() * 1000)
     short = [f"thread-{k:05d}" for k in range(runs // EVERY)]
     with tempfile.TemporaryDirectory() as tmp:
         with _store(args.pg, Path(tmp), "long.db") as url:
-            made, _ = _timed(lambda: _populate(url, ["thread-long"], runs, now))
-            long = _measure(url, "thread-long", runs, now)
+            made, _ = _timed(lambda: _populate(url, ["thread-long"], runs, now, args.shape))
+            long = _measure(url, "thread-long", now, args.shape)
         with _store(args.pg, Path(tmp), "spread.db") as url:
-            _populate(url, short, EVERY, now)
-            spread = _measure(url, short[0], EVERY, now)
+            _populate(url, short, EVERY, now, args.shape)
+            spread = _measure(url, short[0], now, args.shape)
     store = "PostgreSQL" if args.pg else "SQLite"
     print(
         f"one thread of {runs:,} runs, a wait every {EVERY} ({long['waits']:.0f} waits), "
         f"beside {len(short):,} threads of {EVERY} runs ({spread['waits']:.0f} waits), "
-        f"{store} (generated in {made:.0f}s)"
+        f"{store}, shape {args.shape} (generated in {made:.0f}s)"
     )
     print(
         f"  full audit     : {long['full']:8.2f} s   spread over threads: {spread['full']:8.2f} s"
         f"   ratio {long['full'] / spread['full']:6.1f} (target <= 1.5)"
+    )
+    print(
+        f"  load average {os.getloadavg()[0]:.2f}; the long thread keeps a checkpoint: "
+        f"{'yes' if long['kept'] else 'no'}"
     )
     print(
         f"  tick, 1 event  : {long['tick'] * 1000:8.1f} ms  on a short thread: "

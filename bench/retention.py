@@ -15,6 +15,13 @@ another process (a second replica ingesting, a `sidewatch` command), so the tick
 pruning and the ingest during pruning run in processes of their own, pruning in passes of
 the daemon's budget (2 s).
 
+With `--walk`, instead: one pass of pruning over heartbeats at two store sizes (`--sizes`,
+threads), beside a pass over an empty store in the same run. Half the threads asked once
+and beat on before the cutoff (kept for their open wait), half never asked and beat after it
+(not old yet); before the pass measured, 100 threads that never asked beat before the cutoff
+(pruned by it). The pass should cost what it prunes, not the size of the table (`--pg`: on
+PostgreSQL).
+
 The README's figures are of `--threads 1000 --beats-per-day 48 --waits 1000 --long 100`
 (scaled down from the issue's 10,000 threads beating every 30 s and 5,000 waits a day, so
 that 30 days fit the time of a run on a shared 2-core machine; the output says so).
@@ -23,6 +30,7 @@ that 30 days fit the time of a run on a shared 2-core machine; the output says s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -33,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -224,6 +233,91 @@ def ready(p: subprocess.Popen[str]) -> None:
     assert p.stdout.readline().strip() == "ready"
 
 
+STEPS = [0]  # --walk: SQLite's VM steps so far, in thousands
+
+
+def walk_store(url: str, threads: int, now: int) -> tuple[Store, Retention]:
+    """A store of `threads` threads as `--walk` says, pruned to the end twice over."""
+    store = Store(open_store(url))
+    if store.engine.dialect.name == "sqlite":  # every statement's VM steps, by the thousand
+        event.listen(
+            store.engine,
+            "checkout",
+            lambda dbapi, *_: dbapi.set_progress_handler(
+                lambda: STEPS.__setitem__(0, STEPS[0] + 1) or 0, 1000
+            ),
+        )
+    retention = Retention(store.engine, 7 * DAY)
+    old = now - 8 * DAY
+    lines: list[dict[str, Any]] = []
+    for k in range(threads // 2):
+        lines += wait_lines(f"kept{k}", old, closes=False)
+        beat = f"kept{k}"
+        lines += [
+            custom("sidewatch.heartbeat", old + b * 3_600_000, threadId=beat) for b in range(4)
+        ]
+        beat = f"young{k}"
+        lines += [
+            custom("sidewatch.heartbeat", now - b * 3_600_000, threadId=beat) for b in range(4)
+        ]
+    ingest(store, lines, now)
+    for _ in range(2):
+        while not retention.prune(now, budget_s=600).done:
+            pass
+    return store, retention
+
+
+def walk_pass(store: Store, retention: Retention, now: int) -> dict[str, float]:
+    """100 ghosts' beats from before the cutoff, then one pass measured."""
+    old = now - 8 * DAY + 5 * 3_600_000
+    ingest(
+        store, [custom("sidewatch.heartbeat", old, threadId=f"ghost{k}") for k in range(100)], now
+    )
+    before = STEPS[0]
+    cpu, wall = time.process_time(), time.perf_counter()
+    pruned = retention.prune(now, budget_s=600)
+    out = {
+        "cpu": time.process_time() - cpu,
+        "wall": time.perf_counter() - wall,
+        "steps": (STEPS[0] - before) * 1000,
+        "pruned": pruned.unknown,
+    }
+    with store.engine.connect() as c:
+        out["rows"] = c.exec_driver_sql("SELECT count(*) FROM heartbeat").scalar() or 0
+    return out
+
+
+def walk(sizes: list[int], pg: bool) -> None:
+    from pgdb import pg_database  # noqa: PLC0415 - only with --pg's server
+
+    now = T0 + 30 * DAY
+    results: list[tuple[int, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [0, *sizes]:
+            with contextlib.ExitStack() as stack:
+                url = (
+                    stack.enter_context(pg_database())
+                    if pg
+                    else f"sqlite:///{Path(tmp) / f'walk{n}.db'}"
+                )
+                store, retention = walk_store(url, n, now)
+                passes = [walk_pass(store, retention, now + k) for k in range(5)]
+                store.engine.dispose()
+            results.append((n, sorted(passes, key=lambda p: p["cpu"])[2]))  # the median
+    floor = results[0][1]
+    print(
+        f"a pass of pruning that prunes 100 heartbeats of threads with no wait, "
+        f"{'PostgreSQL' if pg else 'SQLite'}, median of 5 (load {os.getloadavg()[0]:.1f})"
+    )
+    for n, r in results:
+        print(
+            f"  {n:6,d} threads, {r['rows']:7,.0f} heartbeat rows: pruned {r['pruned']:3.0f}, "
+            f"CPU {r['cpu'] * 1000:7.1f} ms, wall {r['wall'] * 1000:7.1f} ms"
+            + (f", {r['steps'] / 1e6:6.2f} M VM steps" if r["steps"] else "")
+            + f"  (x{r['cpu'] / floor['cpu']:.2f} the empty store's CPU)"
+        )
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         kind, path, now, days, stop = sys.argv[2:7]
@@ -237,7 +331,13 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=100, help="long-lived threads")
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--retention-days", type=int, default=7)
+    parser.add_argument("--walk", action="store_true", help="the pass over heartbeats alone")
+    parser.add_argument("--sizes", default="2000,20000", help="--walk: threads, two sizes")
+    parser.add_argument("--pg", action="store_true", help="--walk: on PostgreSQL")
     args = parser.parse_args()
+    if args.walk:
+        walk([int(n) for n in args.sizes.split(",")], args.pg)
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sidewatch.db"

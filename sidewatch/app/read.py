@@ -4,11 +4,13 @@ transitions, each evaluated at the `now` it is given (the read API's and the wai
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from typing import Any
 
-from sidewatch.core.engine import evaluate
 from sidewatch.core.model import (
+    CLOSED_STATES,
     ActionChange,
     Decision,
     Heartbeat,
@@ -65,20 +67,88 @@ def _waits(
     now: int,
 ) -> dict[str, Any]:
     chosen = recorded.select(states, limit)
-    wanted = {request_id for request_id, _ in chosen}
-    threads = {thread for _, thread in chosen}
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for request_id, thread in chosen:
+        wanted[thread].add(request_id)
     changed = set(recorded.due(now)) | {t for t, _ in recorded.dirty()}
-    threads |= changed
-    out = []
-    for facts in store.threads(threads):
-        try:
-            evaluated = evaluate(facts, policy_for, now)
-        except Exception:  # one thread that cannot be evaluated never fails the list
-            log.exception("thread %s could not be evaluated; left out", facts.thread_id)
+    pick = _Pick(states, {rid for rid, _ in chosen}, changed, now)
+    found = _found(store, policy_for, wanted.keys() | changed, wanted, pick)
+    # A long thread is read from its checkpoint (store.checkpoint), unless a wait chosen is
+    # before its cut. Its settled waits there, not evaluated, are closed and recorded as they
+    # stay: they may rank only when closed states are listed and the recorded ones filled the
+    # limit (else each would be chosen). Those that rank are evaluated, their thread whole.
+    if len(chosen) == limit and not _CLOSED.isdisjoint(states):
+        top = _top(found, limit)
+        until = top[-1][0] if len(top) == limit else None
+        for thread, f in found.items():
+            # A thread not changed is here for a wait chosen after its cut; each settled wait
+            # of it in these states has been in its state since earlier, so was chosen too
+            # (and the thread evaluated whole).
+            if f.resumed and thread in changed:
+                f.rows += [
+                    (since, rid, thread, None)
+                    for rid, since in recorded.recorded_in(thread, states, now, until)
+                    if rid not in f.rids
+                ]
+        again: dict[str, set[str]] = defaultdict(set)
+        for _, rid, thread, body in _top(found, limit):
+            if body is None:
+                again[thread] |= {rid, *wanted.get(thread, ())}
+        if again:
+            for thread in again:  # left out if it cannot be evaluated whole, as before
+                del found[thread]
+            found |= _found(store, policy_for, again.keys(), again, pick)
+    # Every row that ranks now was evaluated (no None is left out).
+    waits = [body for *_, body in _top(found, limit) if body is not None]
+    return {"evaluatedAt": iso(now), "waits": waits}
+
+
+_CLOSED = frozenset(s.value for s in CLOSED_STATES)
+# since, requestId, thread, body (None: a settled wait's record, not evaluated)
+_Row = tuple[int, str, str, dict[str, Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pick:
+    """Which evaluated waits the list shows: in `states`, and chosen from the records by
+    requestId or on a thread whose verdicts may have changed since they were recorded."""
+
+    states: Collection[str]
+    wanted: set[str]
+    changed: set[str]
+    now: int
+
+
+@dataclass(slots=True)
+class _Found:
+    """One thread's rows of the list; `resumed`: evaluated from its checkpoint, `rids` being
+    the waits after its cut."""
+
+    rows: list[_Row]
+    resumed: bool = False
+    rids: set[str] = field(default_factory=set)
+
+
+def _found(
+    store: Store,
+    policy_for: PolicyFor,
+    threads: Collection[str],
+    want: dict[str, set[str]],
+    pick: _Pick,
+) -> dict[str, _Found]:
+    out: dict[str, _Found] = {}
+    # Read-only, as the GET of one wait: no checkpoint is chosen (keep=False).
+    for o in store.evaluations(threads, policy_for, now=pick.now, keep=False, want=want):
+        if o.result is None:  # one thread that cannot be evaluated never fails the list
+            log.error("thread %s could not be evaluated; left out", o.thread_id, exc_info=o.error)
             continue
-        for w in evaluated.waits:
+        f = out[o.thread_id] = _Found([], o.resumed)
+        for w in o.result.waits:
             ev, v = w.evidence, w.verdict
-            if ev.request_id in wanted or (ev.thread_id in changed and ev.requested_at <= now):
+            f.rids.add(ev.request_id)
+            if ev.request_id in pick.wanted or (
+                ev.thread_id in pick.changed and ev.requested_at <= pick.now
+            ):
                 try:
                     if v is None:
                         raise w.error or ValueError("no verdict")
@@ -86,10 +156,15 @@ def _waits(
                 except Exception:  # one wait that cannot be shown never fails the list
                     log.exception("wait %s could not be listed; left out", ev.request_id)
                     continue
-                if v.state.value in states:
-                    out.append((v.since, body))
-    out.sort(key=lambda p: (p[0], p[1]["requestId"]))
-    return {"evaluatedAt": iso(now), "waits": [body for _, body in out[:limit]]}
+                if v.state.value in pick.states:
+                    f.rows.append((v.since, body["requestId"], o.thread_id, body))
+    return out
+
+
+def _top(found: dict[str, _Found], limit: int) -> list[_Row]:
+    rows = [r for f in found.values() for r in f.rows]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return rows[:limit]
 
 
 def _wait(
@@ -98,7 +173,8 @@ def _wait(
     # Looked up, never parsed: ids may hold `/` and `@`.
     # A long thread from its checkpoint, when the wait is after its cut (store.checkpoint).
     threads = store.threads_of(request_id)
-    for out in store.evaluations(threads, policy_for, now, keep=False, want=request_id):
+    want = {thread: {request_id} for thread in threads}
+    for out in store.evaluations(threads, policy_for, now, keep=False, want=want):
         if out.result is None:
             raise out.error or ValueError("not evaluated")
         for w in out.result.waits:

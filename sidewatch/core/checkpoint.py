@@ -2,9 +2,12 @@
 
 A checkpoint splits a thread at a time `cut`: every wait announced before it is settled (its
 evidence closed it; time alone never reopens a wait), and the facts before it (the prefix)
-share nothing with the facts after it (the suffix): no run, interrupt id, tool-call id or
-requestId, and no thread-wide heartbeat. Then the suffix alone gives the verdicts of the
-suffix's waits that the whole thread gives, and a tick evaluates only the suffix.
+share no run or requestId with the facts after it (the suffix), and no thread-wide heartbeat.
+Interrupt ids and tool-call ids may be shared where the engine's matching cannot reach across
+the cut (`holds`: CrewAI's one interrupt id per thread, scripted tool-call ids); a shared
+interrupt id is then seeded into the suffix as a closed tombstone (`seeded`), which gives its
+later waits the `@run` requestIds the whole thread gives. Then the suffix alone gives the
+verdicts of the suffix's waits that the whole thread gives, and a tick evaluates only it.
 
 Whether that still holds is checked at every use, from what the store says of the prefix
 asked about the suffix's own ids only (`Seen`): any doubt, and the thread is evaluated whole.
@@ -21,7 +24,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sidewatch.core.engine import ThreadVerdicts
-from sidewatch.core.facts import SignalFact, ThreadFacts, key_hash
+from sidewatch.core.facts import (
+    VIA_GATED_CALL,
+    VIA_TOOL_MESSAGE,
+    InterruptFact,
+    SignalFact,
+    ThreadFacts,
+    key_hash,
+)
 
 LONG = 400  # facts: a thread shorter than this is evaluated whole (no checkpoint is kept)
 MAX_DANGLING = 64  # a prefix naming more unknown ids than this keeps no checkpoint
@@ -44,9 +54,12 @@ class Seen:
 
     count: int  # the prefix's facts now
     runs: frozenset[str] = frozenset()
-    interrupts: frozenset[str] = frozenset()
-    calls: frozenset[str] = frozenset()
+    interrupts: frozenset[str] = frozenset()  # interrupt ids of prefix interrupts
+    calls: frozenset[str] = frozenset()  # tool-call ids of any prefix fact
     requests: frozenset[str] = frozenset()  # requestIds of prefix waits
+    gated: frozenset[str] = frozenset()  # tool-call ids of prefix interrupts
+    results: frozenset[str] = frozenset()  # tool-call ids of prefix tool results
+    subagents: frozenset[str] = frozenset()  # subagent invocations with prefix steps
     beats: bool = False  # a service's beats are bound to the thread (thread-wide heartbeats)
 
 
@@ -57,6 +70,7 @@ class Uses:
     runs: frozenset[str]
     interrupts: frozenset[str]
     calls: frozenset[str]
+    subagents: frozenset[str]  # subagent invocations (`subagentRunId`) it has or names
 
 
 def refs(facts: ThreadFacts) -> set[str]:
@@ -166,7 +180,18 @@ def uses(facts: ThreadFacts) -> Uses:
     calls = {c.tool_call_id for c in facts.tool_calls}
     calls.update(t.tool_call_id for t in facts.tool_results)
     calls.update(i.tool_call_id for i in facts.interrupts if i.tool_call_id is not None)
-    return Uses(frozenset(runs), frozenset(interrupts), frozenset(calls))
+    # A tool message naming its wait by the gated call names a tool-call id (engine's
+    # `_by_gated_call`: the latest interrupt with that call at the answer, else the next).
+    calls.update(a.interrupt_id for a in facts.answers if a.via == VIA_GATED_CALL)
+    # A wait's subagent trace is every step of its invocation, thread-wide (`subagents_of`).
+    subagents = {s.subagent_run_id for s in facts.subagents}
+    subagents.update(i.subagent_run_id for i in facts.interrupts if i.subagent_run_id is not None)
+    return Uses(
+        runs=frozenset(runs),
+        interrupts=frozenset(interrupts),
+        calls=frozenset(calls),
+        subagents=frozenset(subagents),
+    )
 
 
 def dangling(prefix: ThreadFacts, requests: Iterable[str]) -> frozenset[str]:
@@ -189,25 +214,113 @@ def dangling(prefix: ThreadFacts, requests: Iterable[str]) -> frozenset[str]:
 
 
 def holds(cp: Checkpoint, suffix: ThreadFacts, result: ThreadVerdicts, seen: Seen) -> bool:
-    """The suffix's evaluation (`result`) is the whole thread's for the suffix's waits: the
-    prefix is as it was, shares no id with the suffix, and names nothing the suffix has."""
+    """The suffix's evaluation (`result`, of `seeded(suffix, seen)`) is the whole thread's for
+    the suffix's waits: the prefix is as it was, shares no run or requestId with the suffix,
+    its shared interrupt and tool-call ids cannot be matched across the cut, and it names
+    nothing the suffix has."""
     if seen.count != cp.count or seen.beats:
         return False
     if any(h.run_id is None for h in suffix.heartbeats):  # a beat for every wait of the thread
         return False
     u = uses(suffix)
-    if u.runs & seen.runs or u.interrupts & seen.interrupts or u.calls & seen.calls:
+    if u.runs & seen.runs or u.subagents & seen.subagents:
+        return False
+    if not _interrupts_apart(suffix, u.interrupts & seen.interrupts):
+        return False
+    if not _calls_apart(suffix, u.calls & seen.calls, seen):
         return False
     rids = {w.evidence.request_id for w in result.waits}
     if rids & seen.requests:
         return False
     own = {i.interrupt_id for i in suffix.interrupts}
     hashes = {key_hash(i) for i in own}
-    if (u.interrupts | hashes | refs(suffix)) & cp.dangling:
+    # (A prefix tool message naming a call id no earlier interrupt gates goes to the first
+    # interrupt gated by it: `_by_gated_call`.)
+    gates = {i.tool_call_id for i in suffix.interrupts if i.tool_call_id is not None}
+    if (u.interrupts | hashes | refs(suffix) | gates) & cp.dangling:
         return False
     # A legacy resume key naming no suffix interrupt may name a prefix one (kept hashed: the
     # store cannot be asked): the thread is evaluated whole.
     return all(h in hashes for lr in suffix.legacy_resumes for h, _, _ in lr.entries)
+
+
+def _interrupts_apart(suffix: ThreadFacts, shared: frozenset[str]) -> bool:
+    """The engine matches a fact naming an interrupt id to the latest wait announced with it
+    so far (`_to_interrupt`), and a new announcement of a closed wait's id makes a wait of its
+    own (`_announce`). So a shared id never reaches a prefix wait when the suffix announces
+    it (not as a pruned tombstone, which would merge into the prefix's) before any suffix
+    fact names it, and no tool message names it (only an interrupt's first one counts,
+    thread-wide: `_first_tool_message_answers`)."""
+    if not shared:
+        return True
+    first: dict[str, tuple[int, int]] = {}
+    for i in suffix.interrupts:
+        if i.interrupt_id in shared:
+            if i.pruned:
+                return False
+            key = (i.at, i.seq)
+            first[i.interrupt_id] = min(key, first.get(i.interrupt_id, key))
+    if shared - first.keys():  # named by the suffix, announced only before the cut
+        return False
+    if any(a.via in (VIA_TOOL_MESSAGE, VIA_GATED_CALL) for a in suffix.answers):
+        return False
+
+    def after(iid: str, key: tuple[int, int]) -> bool:
+        return iid not in first or key >= first[iid]
+
+    hashed = {key_hash(i): i for i in first}
+    return (
+        all(after(a.interrupt_id, (a.at, a.seq)) for a in suffix.answers)
+        and all(
+            after(hashed.get(h, ""), (lr.at, lr.seq))
+            for lr in suffix.legacy_resumes
+            for h, _, _ in lr.entries
+        )
+        and all(
+            after(s.interrupt_id, (s.at, s.seq))
+            for s in suffix.signals
+            if s.request_id is None
+            and s.interrupt_id is not None
+            and s.thread_id == suffix.thread_id
+        )
+    )
+
+
+def _calls_apart(suffix: ThreadFacts, shared: frozenset[str], seen: Seen) -> bool:
+    """A tool result reaches every wait gated by its call id, of another run, announced before
+    or after it (`by_call`, `results`), and an interrupt without its run's call takes the
+    thread's latest call with the id. So a shared call id gates no prefix wait, and a suffix
+    wait it gates has the call in the suffix (the latest, then) and no prefix result."""
+    if not shared:
+        return True
+    if shared & seen.gated:
+        return False
+    called = {c.tool_call_id for c in suffix.tool_calls}
+    return all(
+        i.tool_call_id in called and i.tool_call_id not in seen.results
+        for i in suffix.interrupts
+        if i.tool_call_id in shared
+    )
+
+
+def seeded(suffix: ThreadFacts, seen: Seen, cut: int) -> ThreadFacts:
+    """The suffix as the checkpoint evaluates it: each interrupt id it announces that the
+    prefix used, as a closed tombstone before the cut, so that its later waits get `@run`
+    requestIds, as in the whole thread."""
+    shared = {i.interrupt_id for i in suffix.interrupts} & seen.interrupts
+    if not shared:
+        return suffix
+    runs = uses(suffix).runs
+    run = "\x00checkpoint"  # a run of the suffix would take the tombstone's wait as its own
+    while run in runs:
+        run += "\x00"
+    stones = tuple(
+        InterruptFact(
+            thread_id=suffix.thread_id, run_id=run, interrupt_id=i, at=cut - 1, seq=-1, pruned=True
+        )
+        for i in sorted(shared)
+    )
+    return replace(suffix, interrupts=stones + suffix.interrupts)
 
 
 def seen_in(prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]) -> Seen:
@@ -219,15 +332,23 @@ def seen_in(prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[Sign
         interrupts=frozenset(i.interrupt_id for i in prefix.interrupts),
         calls=u.calls,
         requests=frozenset(requests),
+        gated=frozenset(i.tool_call_id for i in prefix.interrupts if i.tool_call_id is not None),
+        results=frozenset(t.tool_call_id for t in prefix.tool_results),
+        subagents=frozenset(s.subagent_run_id for s in prefix.subagents),
     )
 
 
 def at_cut(
-    facts: ThreadFacts, result: ThreadVerdicts, cut: int, base: Checkpoint | None = None
+    facts: ThreadFacts,
+    result: ThreadVerdicts,
+    cut: int,
+    base: Checkpoint | None = None,
+    held: Seen | None = None,
 ) -> tuple[Checkpoint, ThreadFacts, Seen] | None:
     """The checkpoint of `facts` (evaluated: `result`) at `cut`, with the suffix and what the
     prefix holds, when every wait before the cut is settled; else None. With `base`, `facts`
-    are the suffix of `base` and the checkpoint continues it."""
+    are the suffix of `base` and the checkpoint continues it; `held`: what the prefix of
+    `base` holds of their ids."""
     before = [w for w in result.waits if w.evidence.requested_at < cut]
     # Closed by what came before the cut: a later fact may close a wait open at the cut
     # (the thread's one open wait takes a lone answer) and then the cut does not hold.
@@ -242,7 +363,13 @@ def at_cut(
         return None
     count = prefix_count(prefix, rids, facts.signals) + (base.count if base else 0)
     seen = replace(seen_in(prefix, rids, facts.signals), count=count)
+    if held is not None:
+        ids = {k: getattr(seen, k) | getattr(held, k) for k in _IDS}
+        seen = Seen(count=count, beats=seen.beats or held.beats, **ids)
     return Checkpoint(facts.thread_id, cut, count, loose), suffix, seen
+
+
+_IDS = ("runs", "interrupts", "calls", "requests", "gated", "results", "subagents")
 
 
 def choose(
@@ -251,10 +378,12 @@ def choose(
     now: int,
     evaluate_part: Callable[[ThreadFacts], ThreadVerdicts],
     base: Checkpoint | None = None,
+    held: Seen | None = None,
 ) -> Checkpoint | None:
     """The latest cut at or before `now` (a run's first fact) where the history before it is
     settled and shares nothing with what follows. `facts` and `result`: the whole thread, or
-    (with `base`) the suffix of `base` and its evaluation; `evaluate_part` evaluates a suffix."""
+    (with `base`) the suffix of `base` and its evaluation (`held`: what the prefix of `base`
+    holds of its ids); `evaluate_part` evaluates a suffix."""
     starts: dict[str, int] = {}
     for xs in (facts.interrupts, facts.tool_calls, facts.runs, facts.answers, facts.tool_results):
         for x in xs:
@@ -263,10 +392,10 @@ def choose(
     floor = base.cut if base is not None else -1
     cuts = sorted({t for t in starts.values() if floor < t <= now}, reverse=True)
     for cut in cuts[:CANDIDATES]:
-        found = at_cut(facts, result, cut, base)
+        found = at_cut(facts, result, cut, base, held)
         if found is None:
             continue
         cp, suffix, seen = found
-        if holds(cp, suffix, evaluate_part(suffix), seen):
+        if holds(cp, suffix, evaluate_part(seeded(suffix, seen, cut)), seen):
             return cp
     return None

@@ -130,7 +130,8 @@ class _Pass:
     first_seen: dict[str, Key] = field(default_factory=dict)  # run → its first run fact
     calls: dict[tuple[str, str], ToolCallFact] = field(default_factory=dict)
     latest: dict[str, ToolCallFact] = field(default_factory=dict)
-    gated: GatedCalls = field(default_factory=lambda: GatedCalls({}, {}))
+    answers: tuple[AnswerFact, ...] = ()  # as matched: gated calls are read from them
+    gated: GatedCalls | None = None  # read at the first run step that needs them
     subagents: Subagents = field(default_factory=lambda: Subagents({}, {}))
     # The walk.
     waits: list[_Wait] = field(default_factory=list)
@@ -170,16 +171,20 @@ class _Pass:
     def _prepare(self, answers: tuple[AnswerFact, ...]) -> list[tuple[Pos, object]]:
         facts = self.facts
         self.known = {i.interrupt_id for i in facts.interrupts}
-        self.hashed = {key_hash(i): i for i in self.known}
+        if facts.legacy_resumes:  # only their keys are hashed: one digest per id otherwise
+            self.hashed = {key_hash(i): i for i in self.known}
+        first_seen = self.first_seen
         for r in facts.runs:
             key = (r.at, r.seq)
-            if r.run_id not in self.first_seen or key < self.first_seen[r.run_id]:
-                self.first_seen[r.run_id] = key
-        self.calls = {(c.run_id, c.tool_call_id): c for c in facts.tool_calls}
-        self.latest = {
-            c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))
-        }
-        self.gated = gated_calls(facts, answers)
+            seen = first_seen.get(r.run_id)
+            if seen is None or key < seen:
+                first_seen[r.run_id] = key
+        if facts.tool_calls:
+            self.calls = {(c.run_id, c.tool_call_id): c for c in facts.tool_calls}
+            self.latest = {
+                c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))
+            }
+        self.answers = answers
         if facts.subagents:
             self.subagents = subagents_of(facts.subagents)
         finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
@@ -467,11 +472,16 @@ class _Pass:
         for w in targets:
             if w.first.run_id != r.run_id:
                 again = r.run_id in w.runs
-                others = bool(reported) and self.gated.others_reported(
+                others = bool(reported) and self._gated().others_reported(
                     r.run_id, w.header.tool_call_id, reported
                 )
                 item = RunEvent(r.at, r.seq, r.run_id, step, again, others)
                 self._feed(w, item)
+
+    def _gated(self) -> GatedCalls:
+        if self.gated is None:
+            self.gated = gated_calls(self.facts, self.answers)
+        return self.gated
 
     def _take_verdict(self, w: _Wait) -> None:
         if w.error is None:
@@ -659,6 +669,8 @@ def _first_tool_message_answers(answers: tuple[AnswerFact, ...]) -> tuple[Answer
     """Clients repeat a tool message's answer (ADK's confirmation, a frontend-tool wait's) in
     every later input's history: only the first answer for an interrupt counts; the repeats
     are not continuations."""
+    if not answers:
+        return answers
     seen: set[str] = set()
     kept = []
     for a in sorted(answers, key=lambda a: (a.at, a.seq)):

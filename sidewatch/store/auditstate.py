@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
@@ -40,8 +40,11 @@ from sidewatch.store.sql import finding_key as finding_key  # noqa: PLC0414
 from sidewatch.store.sql import key_lookups as key_lookups  # noqa: PLC0414
 
 
-@dataclass(frozen=True, slots=True)
-class StoredState:
+class StoredState(NamedTuple):
+    """The latest recorded verdict of one wait, as its `wait_state` row: a named tuple, not a
+    dataclass, because it is that row (saved as it is, columns by field name) and a full
+    audit builds one per wait (a third of a frozen dataclass's construction time)."""
+
     request_id: str
     thread_id: str
     policy: str
@@ -56,11 +59,11 @@ class StoredState:
     unreported: str = ""  # the never-reported evidence the verdict rests on, e.g. "route"
 
 
-@dataclass(frozen=True, slots=True)
-class StoredTransition:
+class StoredTransition(NamedTuple):
     """One transition with the policy, thresholds and evidence (JSON) of the verdict that
     recorded it. Stored compactly: the transitions one verdict recorded share its thresholds
-    and evidence, which only the last of them carries (see `save` and `transitions_of`)."""
+    and evidence, which only the last of them carries (see `save` and `transitions_of`).
+    A named tuple for the reason StoredState is one."""
 
     request_id: str
     thread_id: str
@@ -91,14 +94,14 @@ class Totals:
     pruned_latencies: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
-STATE_COLS = tuple(f.name for f in fields(StoredState))
-TRANSITION_COLS = tuple(f.name for f in fields(StoredTransition))
-_STATE_ROW = attrgetter(*STATE_COLS)
+STATE_COLS = StoredState._fields
+TRANSITION_COLS = StoredTransition._fields
 # Column names come from our own dataclasses, never from input. A wait is its thread and its
 # requestId: two threads whose waits have the same requestId keep a record each.
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in STATE_COLS if c not in ("thread_id", "request_id")
 )
+_KEYS = 250  # (thread, requestId) pairs per statement: 500 variables, within SQLite's 999
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
 
@@ -209,6 +212,27 @@ class AuditState:
                     out[(s.thread_id, s.request_id)] = s
         return out
 
+    def records_of(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], StoredState]:
+        """The recorded verdicts of these waits, by (thread, requestId): each looked up by its
+        key, so what is read is what is asked, not the threads' history (a joined VALUES list:
+        SQLite scans the table for a row-value IN)."""
+        wanted = list(dict.fromkeys(keys))
+        cols = ", ".join(f"w.{c}" for c in STATE_COLS)
+        out: dict[tuple[str, str], StoredState] = {}
+        with self._conn() as conn:
+            key_lookups(conn)
+            for k in range(0, len(wanted), _KEYS):
+                part = wanted[k : k + _KEYS]
+                query = driver_sql(
+                    conn,
+                    f"SELECT {cols} FROM (VALUES {', '.join('(?, ?)' for _ in part)}) AS k "  # noqa: S608
+                    "JOIN wait_state w ON w.thread_id = k.column1 AND w.request_id = k.column2",
+                )
+                for r in conn.exec_driver_sql(query, tuple(x for key in part for x in key)):
+                    s = StoredState(*r)
+                    out[(s.thread_id, s.request_id)] = s
+        return out
+
     def states(self, thread_ids: Collection[str]) -> dict[str, StoredState]:
         """The recorded verdicts of these threads by requestId alone (of two threads' waits
         with the same requestId, one): for looking a known wait up."""
@@ -242,7 +266,7 @@ class AuditState:
                 if fence is not None:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
-                rows = [_STATE_ROW(x) for x in states]
+                rows: list[tuple[Any, ...]] = list(states)  # each one its row
                 if conn.dialect.name == "postgresql":
                     _upsert_copied(conn, rows)
                     copy_rows(conn, "transition", TRANSITION_COLS, compact(transitions))
@@ -319,6 +343,22 @@ class AuditState:
         )
         with self._conn() as c:
             return [(str(r[0]), str(r[1])) for r in c.execute(query)]
+
+    def recorded_in(
+        self, thread_id: str, states: Collection[str], now: int, until: int | None
+    ) -> list[tuple[str, int]]:
+        """(requestId, since) of the waits of `thread_id` requested by `now` whose last
+        verdict is in `states`, since `until` or earlier (None: any)."""
+        table = table_of(WaitState)
+        query = select(table.c.request_id, table.c.since).where(
+            table.c.thread_id == thread_id,
+            table.c.state.in_(list(states)),
+            table.c.requested_at <= now,
+        )
+        if until is not None:
+            query = query.where(table.c.since <= until)
+        with self._conn() as c:
+            return [(str(r[0]), int(r[1])) for r in c.execute(query)]
 
     def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str, str]]:
         """(requestId, state, policy, since, evidence, thresholds, unreported) of every wait

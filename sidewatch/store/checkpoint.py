@@ -3,22 +3,32 @@ after its cut, ask the store what the prefix holds of the suffix's ids, and eval
 
 Every question asked of the prefix names the suffix's own ids and is answered from an index
 ((thread, run), (thread, interrupt id), (thread, tool call), the prefix's time range), so a
-resumed evaluation reads what the suffix holds, not the thread's history. The count of the
-prefix's facts (a range count, in the database) tells a fact timed before the cut that
-arrived since: then the thread is evaluated whole. Checkpoints are written by the auditor in
-the transaction of the verdicts they rest on (AuditState.save).
+resumed evaluation reads what the suffix holds, not the thread's history. A fact timed
+before the cut that arrived since shows in the thread's dirty mark (its earliest time); only
+then is the prefix counted (a range count, in the database), and a changed count makes the
+thread evaluated whole (`_count`). Checkpoints are written by the auditor in the transaction
+of the verdicts they rest on (AuditState.save).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import Connection
 
-from sidewatch.core.checkpoint import LONG, Checkpoint, Seen, choose, holds, refs, uses
+from sidewatch.core.checkpoint import (
+    LONG,
+    Checkpoint,
+    Seen,
+    choose,
+    holds,
+    refs,
+    seeded,
+    uses,
+)
 from sidewatch.core.engine import PolicyFor, ThreadVerdicts, evaluate
 from sidewatch.core.facts import SignalFact, ThreadFacts
 from sidewatch.store.load import (
@@ -135,6 +145,27 @@ def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
     )
 
 
+def _early(conn: Connection, thread: str) -> int | None:
+    """The earliest time the facts that arrived since the thread's dirty mark was set
+    concern (repo.UnitWriter._mark_dirty); None: no mark, or set by no fact."""
+    row = conn.exec_driver_sql(
+        driver_sql(conn, "SELECT early FROM dirty_thread WHERE thread_id = ?"), (thread,)
+    ).first()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _count(conn: Connection, cp: Checkpoint) -> int:
+    """The prefix's facts as far as a late one can change them. A fact arrived since the
+    checkpoint was taken is in the thread's dirty mark, which the auditor clears only once a
+    tick evaluated every fact that set it: a mark no earlier than the cut (or none) says
+    no fact came late, in one look at the mark, read after the suffix (a fact committed
+    since is then after this evaluation as well). An earlier one may be a fact that came
+    late, or one evaluated already (a unit came during the tick that took the checkpoint,
+    and the mark stayed): then the prefix is counted, which tells them apart."""
+    early = _early(conn, cp.thread_id)
+    return cp.count if early is None or early >= cp.cut else _prefix_count(conn, cp)
+
+
 def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     """core.checkpoint.prefix_count, counted by the database over the prefix's time range."""
     before = "thread_id = ? AND at < ?"
@@ -150,6 +181,20 @@ def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     return int(conn.exec_driver_sql(sql, (cp.thread_id, cp.cut) * len(parts)).scalar_one())
 
 
+# (table, column) with an index that begins (thread_id, column): the prefix's rows of a few
+# ids are looked up in it. The others (a heartbeat's or finding's run, a tool call's id in
+# tool_call) have none: their rows of the thread before the cut are read by time.
+_KEYED = frozenset(
+    {
+        *((t, "run_id") for t in (*_RUN_TABLES, "subagent")),
+        ("subagent", "subagent_run_id"),
+        ("tool_result", "tool_call_id"),
+        ("interrupt", "tool_call_id"),
+        ("interrupt", "interrupt_id"),
+    }
+)
+
+
 def _held(
     conn: Connection, cp: Checkpoint, asks: list[tuple[str, str, str, list[str]]]
 ) -> dict[str, set[str]]:
@@ -161,9 +206,11 @@ def _held(
     for label, table, column, ids in asks:
         for k in range(0, len(ids), CHUNK):
             part = ids[k : k + CHUNK]
+            # `+at`: read by the ids' index, not the prefix's range (which SQLite prefers).
+            at = "+at" if (table, column) in _KEYED else "at"
             parts.append(
                 f"SELECT '{label}', {column} FROM {table} "  # noqa: S608
-                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND at < ?"
+                f"WHERE thread_id = ? AND {column} IN ({_in(part)}) AND {at} < ?"
             )
             args += [cp.thread_id, *part, cp.cut]
     if parts:
@@ -173,17 +220,19 @@ def _held(
     return out
 
 
-def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[str]) -> Seen:
-    """What the prefix holds of the ids `part` (the suffix) uses, and of `rids` (its waits'
-    requestIds), asked by those ids only."""
+def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts) -> Seen:
+    """What the prefix holds of the ids `part` (the suffix) uses, and of the requestIds its
+    waits may have (`refs`), asked by those ids only."""
     u = uses(part)
+    rids = refs(part)
     runs, calls, iids = sorted(u.runs), sorted(u.calls), sorted(u.interrupts)
     asks = [
         ("r", table, "run_id", runs) for table in (*_RUN_TABLES, "heartbeat", "subagent", "finding")
     ]
     # (Findings the auditor wrote, seq 0, are asked too: a doubt, never a miss.)
-    asks += [("c", table, "tool_call_id", calls) for table in ("tool_call", "tool_result")]
-    asks += [("c", "interrupt", "tool_call_id", calls), ("i", "interrupt", "interrupt_id", iids)]
+    asks += [("c", "tool_call", "tool_call_id", calls), ("t", "tool_result", "tool_call_id", calls)]
+    asks += [("g", "interrupt", "tool_call_id", calls), ("i", "interrupt", "interrupt_id", iids)]
+    asks.append(("s", "subagent", "subagent_run_id", sorted(u.subagents)))
     held = _held(conn, cp, asks)
     requests: set[str] = set()
     wanted = sorted(rids)
@@ -196,18 +245,24 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts, rids: Collection[s
         )
         requests.update(str(r[0]) for r in conn.exec_driver_sql(sql, (cp.thread_id, *ps, cp.cut)))
     return Seen(
-        count=_prefix_count(conn, cp),
+        count=_count(conn, cp),
         runs=frozenset(held["r"]),
         interrupts=frozenset(held["i"]),
-        calls=frozenset(held["c"]),
+        calls=frozenset(held["c"] | held["t"] | held["g"]),
         requests=frozenset(requests),
+        gated=frozenset(held["g"]),
+        results=frozenset(held["t"]),
+        subagents=frozenset(held["s"]),
         beats=bool(expand(conn, [cp.thread_id])),
     )
 
 
 def _size(facts: ThreadFacts) -> int:
     """How many facts the thread holds, of every kind."""
-    return sum(len(getattr(facts, f.name)) for f in fields(facts) if f.name != "thread_id")
+    return sum(len(getattr(facts, name)) for name in _KINDS)
+
+
+_KINDS = tuple(f.name for f in fields(ThreadFacts) if f.name != "thread_id")
 
 
 def evaluate_threads(
@@ -216,11 +271,12 @@ def evaluate_threads(
     policy_for: PolicyFor,
     now: int,
     keep: bool = True,
-    want: str | None = None,
+    want: Mapping[str, Collection[str]] | None = None,
 ) -> Iterator[Outcome]:
     """Evaluate these threads at `now`: from their checkpoint where it holds, else whole.
     With `keep`, a long thread's checkpoint to keep is chosen (Outcome.checkpoint). With
-    `want` (a requestId), a thread whose suffix lacks that wait is evaluated whole."""
+    `want` (requestIds by thread), a thread whose suffix lacks one of its waits named there
+    is evaluated whole."""
 
     def run(facts: ThreadFacts) -> ThreadVerdicts:
         return evaluate(facts, policy_for, now)
@@ -229,19 +285,20 @@ def evaluate_threads(
     whole: list[str] = [t for t in thread_ids if t not in held]
     for thread, cp in held.items():
         part = suffix(conn, cp)
+        known = seen(conn, cp, part)
         try:
-            result = run(part)
+            result = run(seeded(part, known, cp.cut))
         except Exception:  # evaluated whole below, where a failure is reported
             whole.append(thread)
             continue
         rids = {w.evidence.request_id for w in result.waits}
-        if want is not None and want not in rids:
+        if want is not None and not rids.issuperset(want.get(thread, ())):
             whole.append(thread)
             continue
-        if not holds(cp, part, result, seen(conn, cp, part, rids)):
+        if not holds(cp, part, result, known):
             whole.append(thread)
             continue
-        new = _choose(part, result, now, run, cp) if keep else None
+        new = _choose(part, result, now, run, cp, known) if keep else None
         yield Outcome(thread, result, True, new, True)  # None: the old one stays
     for facts in load_threads(conn, whole) if whole else ():
         had = facts.thread_id in held
@@ -260,8 +317,9 @@ def _choose(
     now: int,
     run: Callable[[ThreadFacts], ThreadVerdicts],
     base: Checkpoint | None = None,
+    held: Seen | None = None,
 ) -> Checkpoint | None:
     try:
-        return choose(facts, result, now, run, base)
+        return choose(facts, result, now, run, base, held)
     except Exception:  # only a speed-up: without one, the thread is evaluated whole
         return None

@@ -41,6 +41,15 @@ _LOCK = (
     "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sidewatch/heartbeat'), h) "
     "FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%s::text[]) AS t) AS k ORDER BY h"
 )
+# Each lock is a slot of the server's lock table, max_locks_per_transaction (64 by default)
+# times max_connections for every session: a unit with the beats of 50,000 threads filled it
+# ("out of shared memory", for the other sessions too). A unit of more than LOCKED_THREADS
+# threads takes one lock for every thread instead, exclusive, which the others hold shared;
+# every unit takes it first, before its threads' locks.
+LOCKED_THREADS = 256
+_EVERY = "hashtext(current_schema() || '/sidewatch/heartbeats'), 0"
+_LOCK_EVERY = f"SELECT pg_advisory_xact_lock({_EVERY})"
+_SHARE_EVERY = f"SELECT pg_advisory_xact_lock_shared({_EVERY})"
 
 
 @dataclass(slots=True)
@@ -162,7 +171,10 @@ def write_heartbeats(conn: Connection, beats: Sequence[HeartbeatFact], gap_ms: i
     if not beats:
         return 0
     threads = sorted({b.thread_id for b in beats})
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql" and len(threads) > LOCKED_THREADS:
+        conn.exec_driver_sql(_LOCK_EVERY)
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(_SHARE_EVERY)
         conn.exec_driver_sql(_LOCK, (threads,))
     lo = min(b.at for b in beats) - gap_ms
     hi = max(b.at for b in beats) + gap_ms

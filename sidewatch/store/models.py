@@ -208,6 +208,7 @@ SubagentRow = Table(
     _text("name", 256, null=True),
     _text("interrupt_ids", 8192, default="[]"),
     UniqueConstraint("thread_id", "run_id", "subagent_run_id", "state", name="uq_subagent_key"),
+    Index("ix_subagent_thread_invocation", "thread_id", "subagent_run_id"),
 )
 
 # A `sidewatch.route|decision|action|receipt` event.
@@ -246,6 +247,9 @@ HeartbeatRow = Table(
     _ms("last_seq"),
     _int("beats"),
     Index("ix_heartbeat_thread_at", "thread_id", "at"),
+    # Retention's walk over spans by first beat (store.retention._unknown_beats): not by last
+    # beat, which a span extended in place changes (on PostgreSQL no update would be HOT).
+    Index("ix_heartbeat_at", "at", "id"),
 )
 
 # The latest beat of each service instance (`sidewatch.heartbeat` of the service form),
@@ -390,6 +394,9 @@ DirtyThread = Table(
     metadata,
     _text("thread_id", 256, primary_key=True),
     _ms("mark"),
+    # The earliest time of the facts ingest marked it for since it was set (None: marked by
+    # no fact): one before a checkpoint's cut came late (store.checkpoint).
+    _ms("early", null=True),
 )
 
 # A long thread's checkpoint (core.checkpoint): the facts timed before `cut` are settled

@@ -32,7 +32,7 @@ from sidewatch.core.facts import (
 from sidewatch.core.vocab import LineKind
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.heartbeats import write_heartbeats
-from sidewatch.store.load import entries_json, load_threads, threads_of_refs
+from sidewatch.store.load import entries_json, load_threads, requested_at, threads_of_refs
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -49,7 +49,7 @@ from sidewatch.store.models import (
     table_of,
 )
 from sidewatch.store.services import write_beats, write_bindings
-from sidewatch.store.sql import MARK_DIRTY, driver_sql, finding_key, insert_sql, key_lookups
+from sidewatch.store.sql import MARK_DIRTY_SINCE, driver_sql, finding_key, insert_sql, key_lookups
 
 if TYPE_CHECKING:  # the auditor's modules: a unit's writer (`sidewatch ingest`) needs none
     from sidewatch.core.engine import PolicyFor
@@ -163,22 +163,34 @@ class UnitWriter:
         return redelivered
 
     def _mark_dirty(self, facts: Sequence[Fact]) -> None:
-        """Tell the auditor which threads have new evidence, in the unit's own transaction."""
-        threads: set[str] = set()
-        refs: set[str] = set()
+        """Tell the auditor which threads have new evidence, in the unit's own transaction,
+        with the earliest time each thread's new facts concern (a signal naming a recorded
+        wait concerns that wait's time): a long thread's checkpoint tells a late fact by it."""
+        early: dict[str, int] = {}
+        refs: dict[str, int] = {}
+
+        def note(thread: str, at: int) -> None:
+            early[thread] = min(at, early.get(thread, at))
+
         for f in facts:
-            if isinstance(f, SignalFact) and f.thread_id is None and f.request_id is not None:
-                refs.add(f.request_id)
-            else:
-                thread = getattr(f, "thread_id", None)
-                if thread is not None:
-                    threads.add(thread)
+            at = getattr(f, "at", 0)
+            if isinstance(f, SignalFact) and f.request_id is not None:
+                refs[f.request_id] = min(at, refs.get(f.request_id, at))
+                if f.thread_id is None:
+                    continue
+            thread = getattr(f, "thread_id", None)
+            if thread is not None:
+                note(thread, at)
         if refs:
             # A wait not recorded yet is on a dirty thread already: its default forms need no look.
-            threads |= threads_of_refs(self.conn, refs, unrecorded=False)
-        if not threads:
+            for thread in threads_of_refs(self.conn, refs, unrecorded=False):
+                note(thread, min(refs.values()))
+            for thread, at in requested_at(self.conn, refs):
+                note(thread, at)
+        if not early:
             return
-        self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY), [(t,) for t in threads])
+        self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY_SINCE), sorted(early.items()))
+        threads = set(early)
         # A thread that announced no wait has nothing to classify: its evidence waits for its
         # interrupt, whose own unit marks it. Unmarked after the mark, not instead of it: on
         # PostgreSQL the mark waits for a concurrent unit's mark of the same thread, so the
@@ -386,7 +398,7 @@ class Store:
         policy_for: PolicyFor,
         now: int,
         keep: bool = True,
-        want: str | None = None,
+        want: Mapping[str, Collection[str]] | None = None,
     ) -> list[Outcome]:
         """These threads evaluated at `now`, a long one from its checkpoint where it holds
         (store.checkpoint.evaluate_threads)."""

@@ -13,12 +13,13 @@ and their rejects, and evidence naming no wait, go by their own age."""
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import time
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -29,6 +30,7 @@ from sidewatch.store import history
 from sidewatch.store.auditstate import driver_sql
 from sidewatch.store.db import classified
 from sidewatch.store.load import load_threads
+from sidewatch.store.sql import key_lookups
 
 BATCH = 100  # threads, units or evidence rows per transaction
 SEP = "\x1f"  # between the labels of a key (PostgreSQL text holds no NUL)
@@ -118,6 +120,7 @@ class Retention:
         # Per evidence table, the last id looked at: rows kept because a wait names them are
         # not read again at every pass (from 0 again after a restart).
         self._after: dict[str, int] = {}
+        self._beats: _BeatWalk | None = None  # heartbeats: by time, not id (`_unknown_beats`)
 
     def prune(
         self, now_ms: int, budget_s: float = 1.0, clock: Callable[[], float] = time.perf_counter
@@ -145,9 +148,12 @@ class Retention:
                         done = False
                         break
                     with self._paced():
-                        n, last, more = self._unknown(table, cutoff, self._after.get(table, 0))
+                        if table == "heartbeat":
+                            n, more = self._unknown_beats(cutoff)
+                        else:
+                            n, last, more = self._unknown(table, cutoff, self._after.get(table, 0))
+                            self._after[table] = last
                     unknown += n
-                    self._after[table] = last
                     if not more:
                         break
             if threads or waits or units or unknown:
@@ -293,7 +299,7 @@ class Retention:
             self._drop_waits(c, gone, waits, counts)
             tm = ", ".join("?" for _ in gone)
             self._findings(c, f"thread_id IN ({tm})", tuple(gone), counts)
-            for table in (*_THREAD_TABLES, "signal"):
+            for table in (*_THREAD_TABLES, "signal", "thread_checkpoint"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE thread_id IN ({tm})"),
                     tuple(gone),
@@ -380,6 +386,10 @@ class Retention:
                 tx.rollback()
                 return self._dequeue(thread)
             c.exec_driver_sql(driver_sql(c, _DEQUEUE), (thread,))
+            # Its prefix lost facts that no dirty mark tells (store.checkpoint): taken again.
+            c.exec_driver_sql(
+                driver_sql(c, "DELETE FROM thread_checkpoint WHERE thread_id = ?"), (thread,)
+            )
             _add(c, counts)
         return 0, len(waits)
 
@@ -468,18 +478,9 @@ class Retention:
         if table == "finding":
             no_wait = f"(t.thread_id IS NULL OR {_NO_WAIT})"
         sql = f"SELECT id, at FROM {table} WHERE id > ? ORDER BY id LIMIT {int(self.batch)}"
-        params: tuple[Any, ...] = (after,)
-        if table == "heartbeat":
-            # A span grows in place (store.heartbeats): its id is not its age. Its last beat
-            # dates it, and the walk starts over once it reached the end.
-            sql = (
-                "SELECT id, last_at FROM heartbeat WHERE id > ? AND last_at < ? "
-                f"ORDER BY id LIMIT {int(self.batch)}"
-            )
-            params = (after, cutoff)
-        ids = self._leading(sql, params, cutoff)
+        ids = self._leading(sql, (after,), cutoff)
         if not ids:
-            return 0, 0 if table == "heartbeat" else after, False
+            return 0, after, False
         with self.engine.begin() as c:
             self._lock(c)
             marks = ", ".join("?" for _ in ids)
@@ -505,8 +506,88 @@ class Retention:
                 counts[(UNKNOWN, table)] += n
             _add(c, counts)
         # A batch cut short by a row newer than the cutoff: the rest waits for a later pass.
-        more = len(ids) == self.batch
-        return int(n), ids[-1] if more or table != "heartbeat" else 0, more
+        return int(n), ids[-1], len(ids) == self.batch
+
+    def _unknown_beats(self, cutoff: int) -> tuple[int, bool]:
+        """Prune the heartbeats older than the cutoff of threads that announced no wait: of
+        up to a batch of spans in order of their first beat (`at`, an index that a span
+        growing in place leaves as it is), a batch of those stored since the walk began (by
+        id: a late beat may begin before where the walk is), and the spans met still beating
+        whose last beat is now old. Rows kept for their wait are read once, not at every pass.
+        A late beat of the other handle can cut a span back (store.heartbeats), so every old
+        beat of a thread found goes with it. (pruned, whether more may follow)"""
+        w = self._beats
+        if w is None or cutoff < w.at or cutoff - w.began > RESTART_MS:
+            # From the oldest again (as after a restart): a row no rule here finds (one that
+            # PostgreSQL committed out of id order) waits at most that long.
+            w = self._beats = _BeatWalk(began=cutoff, mark=self._last_id("heartbeat"))
+        n = int(self.batch)
+        popped: list[tuple[int, int]] = []
+        while w.live and w.live[0][0] < cutoff and len(popped) < n:
+            popped.append(heapq.heappop(w.live))
+        due = [row_id for _, row_id in popped]
+        try:
+            aged, new, again = self._beat_rows(w, cutoff, due)
+        except BaseException:  # not read: looked at again at the next pass
+            for x in popped:
+                heapq.heappush(w.live, x)
+            raise
+        self.examined += len(aged) + len(new) + len(again)
+        if aged:
+            w.at, w.id = int(aged[-1][1]), int(aged[-1][0])
+        if new:
+            w.mark = int(new[-1][0])
+        old: set[str] = set()
+        for row_id, at, last_at, thread in [*aged, *new, *again]:
+            if last_at < cutoff:
+                old.add(str(thread))
+            elif (at, row_id) <= (w.at, w.id):  # still beating, behind the walk: again later
+                heapq.heappush(w.live, (int(last_at), int(row_id)))
+        pruned = 0
+        if old:
+            with self.engine.begin() as c:
+                self._lock(c)
+                key_lookups(c)  # by thread, however stale PostgreSQL's statistics
+                for part in _chunks(sorted(old)):
+                    marks = ", ".join("?" for _ in part)
+                    pruned += c.exec_driver_sql(
+                        driver_sql(
+                            c,
+                            f"DELETE FROM heartbeat WHERE thread_id IN ({marks}) AND last_at < ? "
+                            "AND NOT EXISTS (SELECT 1 FROM interrupt i "
+                            "WHERE i.thread_id = heartbeat.thread_id)",
+                        ),
+                        (*part, cutoff),
+                    ).rowcount
+                _add(c, Counter({(UNKNOWN, "heartbeat"): pruned}))
+        more = bool(w.live and w.live[0][0] < cutoff)
+        return pruned, len(aged) == n or len(new) == n or more
+
+    def _beat_rows(
+        self, w: _BeatWalk, cutoff: int, due: list[int]
+    ) -> tuple[list[Any], list[Any], list[Any]]:
+        """(id, at, last_at, thread) of the walk's next spans by first beat, of those stored
+        since, and of the spans `due` (by id)."""
+        n, spans = int(self.batch), "SELECT id, at, last_at, thread_id FROM heartbeat"
+        with self.engine.connect() as c:
+            key_lookups(c)
+
+            def read(where: str, order: str, limit: int, *args: int) -> list[Any]:
+                sql = f"{spans} WHERE {where} ORDER BY {order} LIMIT {limit}"
+                return list(c.exec_driver_sql(driver_sql(c, sql), args))
+
+            # After (at, id), in two index ranges: SQLite reads every row of that time for
+            # `(at, id) > (?, ?)`, and many spans may begin at one time.
+            aged = read("at = ? AND id > ?", "id", n, w.at, w.id) if w.at < cutoff else []
+            if len(aged) < n:
+                aged += read("at > ? AND at < ?", "at, id", n - len(aged), w.at, cutoff)
+            new = read("id > ?", "id", n, w.mark)
+            again = read(f"id IN ({', '.join('?' for _ in due)})", "id", n, *due) if due else []
+        return aged, new, again
+
+    def _last_id(self, table: str) -> int:
+        with self.engine.connect() as c:
+            return int(c.exec_driver_sql(f"SELECT max(id) FROM {table}").scalar() or 0)
 
     def _leading(self, sql: str, params: tuple[Any, ...], cutoff: int) -> tuple[int, ...]:
         """The ids `sql` reads (id, time), in id order, up to the first dated at or after the
@@ -546,6 +627,22 @@ class Retention:
         finally:
             raw.close()
         return pages
+
+
+RESTART_MS = 86_400_000  # the walk over heartbeats starts from the oldest again once a day
+
+
+@dataclass(slots=True)
+class _BeatWalk:
+    """Where the walk over heartbeats is: by first beat, after (`at`, `id`); by arrival,
+    after id `mark` (the rows stored since it began); `live`: (last beat, id) of the spans
+    it passed still beating, a heap. `began`: the cutoff it began at."""
+
+    began: int
+    mark: int
+    at: int = -(2**63)  # before any time
+    id: int = 0
+    live: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _add(c: Connection, counts: Counter[tuple[str, str]]) -> None:

@@ -15,6 +15,14 @@ MARK_DIRTY = (
     "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
     "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
 )
+# Ingest's mark, with the earliest time of the thread's new facts (`early`, kept the least
+# until the mark is cleared): a checkpoint's late-fact detection (store.checkpoint).
+MARK_DIRTY_SINCE = (
+    "INSERT INTO dirty_thread (thread_id, mark, early) VALUES (?, 1, ?) "
+    "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1, early = CASE "
+    "WHEN dirty_thread.early IS NULL OR excluded.early < dirty_thread.early "
+    "THEN excluded.early ELSE dirty_thread.early END"
+)
 
 
 def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str | None) -> str:

@@ -11,27 +11,45 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidewatch.core.checkpoint import Checkpoint, at_cut, choose, holds, seen_in, split
+from sidewatch.core.checkpoint import (
+    Checkpoint,
+    at_cut,
+    choose,
+    holds,
+    seeded,
+    seen_in,
+    split,
+)
 from sidewatch.core.engine import evaluate
 from sidewatch.core.facts import (
+    VIA_GATED_CALL,
+    VIA_TOOL_MESSAGE,
     AnswerFact,
     HeartbeatFact,
     InterruptFact,
     LegacyResumeFact,
     RunFact,
     RunMark,
+    SignalFact,
+    SignalKind,
+    SubagentFact,
     ThreadFacts,
+    ToolCallFact,
+    ToolResultFact,
     key_hash,
 )
-from sidewatch.core.model import Code
+from sidewatch.core.model import Code, SubagentState
 from sidewatch.core.policy import DEFAULT_POLICY, Need, Policy
 from tests.core.test_engine_differential import (
+    CALLS,
     INTERRUPTS,
     MIN,
     THREAD,
     _thread,
     histories,
+    interrupts,
     policies,
+    signal,
 )
 
 
@@ -48,6 +66,7 @@ def _arrived(facts: ThreadFacts) -> list[object]:
         "heartbeats",
         "legacy_resumes",
         "findings",
+        "subagents",
     ):
         out += getattr(facts, name)
     return sorted(out, key=lambda f: f.seq)  # type: ignore[attr-defined]
@@ -58,19 +77,18 @@ def _resumed(
 ) -> tuple[list[object], list[object]] | None:
     """The checkpoint of `first` at `cut` (its waits as the store recorded them), resumed on
     `facts` at `later`: (the suffix's waits, the whole thread's waits after the cut), or None
-    when it does not hold."""
-    found = at_cut(first, evaluate(first, policy_for, now), cut)  # type: ignore[arg-type]
+    when it does not hold. Where it holds, the waits before the cut keep what the store
+    recorded of them (they are not evaluated again)."""
+    then = evaluate(first, policy_for, now)  # type: ignore[arg-type]
+    found = at_cut(first, then, cut)
     if found is None:
         return None
     cp = found[0]
-    recorded = [
-        w.evidence.request_id
-        for w in evaluate(first, policy_for, now).waits  # type: ignore[arg-type]
-        if w.evidence.requested_at < cut
-    ]
+    recorded = [w.evidence.request_id for w in then.waits if w.evidence.requested_at < cut]
     prefix, suffix = split(facts, cut)
-    part = evaluate(suffix, policy_for, later)  # type: ignore[arg-type]
-    if not holds(cp, suffix, part, seen_in(prefix, recorded, facts.signals)):
+    seen = seen_in(prefix, recorded, facts.signals)
+    part = evaluate(seeded(suffix, seen, cut), policy_for, later)  # type: ignore[arg-type]
+    if not holds(cp, suffix, part, seen):
         return None
     whole = evaluate(facts, policy_for, later)  # type: ignore[arg-type]
     expected = [
@@ -78,6 +96,7 @@ def _resumed(
     ]
     got = [(w.evidence, w.verdict, w.settled_at) for w in part.waits]
     assert got == expected
+    assert _records(whole, cut) == _records(then, cut)
     # The thread's findings as a set: they are stored by their natural key, in no order, and
     # the pass emits lone answers' findings in the order the answers came in.
     assert sorted(part.findings, key=repr) == sorted(
@@ -86,7 +105,24 @@ def _resumed(
     return got, expected
 
 
-HASHED = {key_hash(k): k for k in (*INTERRUPTS, "field")}
+def _records(result: Any, cut: int) -> list[tuple[object, ...]]:
+    """What the store keeps of each wait before the cut (app.audit `_stored`)."""
+    return [
+        (
+            w.evidence.request_id,
+            w.settled_at,
+            *(
+                (v.state, v.since, v.facts.decided_at, v.facts.receipt_at, v.unreported, v.findings)
+                if (v := w.verdict) is not None
+                else ()
+            ),
+        )
+        for w in result.waits
+        if w.evidence.requested_at < cut
+    ]
+
+
+HASHED = {key_hash(k): k for k in (*INTERRUPTS, *CALLS, "field")}
 
 
 def _epochs(facts: ThreadFacts, bounds: list[int], beats: bool) -> ThreadFacts:
@@ -137,19 +173,30 @@ def blocks(draw: st.DrawFn) -> tuple[ThreadFacts, int]:
     """Two or three histories one after another on one thread, their ids renamed by block
     (within a block ids repeat, across blocks mostly not: a block keeps some of the ids of
     the one before), each block later than the one before; some facts of a block arrive
-    after the next block (late facts, timed before what was evaluated)."""
+    after the next block (late facts, timed before what was evaluated). Interrupt ids and
+    tool-call ids may be shared by every block while runs are not: scripted tool-call ids,
+    and CrewAI's one interrupt id per thread (the thread id)."""
     out: list[object] = []
     late: list[object] = []
     offset = seq = 0
     now = 0
+    # Shared by every block: "" (each block its own), "*" (one name for all), "crew" (every
+    # interrupt id is the thread's id, for interrupts; tool calls: like "*").
+    interrupts = draw(st.sampled_from(("", "*", "crew")))
+    calls = draw(st.sampled_from(("", "*")))
     for n in range(draw(st.integers(2, 3))):
-        facts, at = draw(histories())
+        facts, at = draw(st.one_of(histories(), asked_and_answered()))
         keep = draw(st.booleans())  # this block shares its ids with the one before
         # A producer's requestIds may repeat across blocks, the other ids not.
         same = draw(st.booleans())
-        mine = _renamed(
-            facts, str(n - 1 if keep and n else n), offset, seq, str(n - 1 if same and n else n)
-        )
+        block = str(n - 1 if keep and n else n)
+        labels = {
+            "run": block,
+            "interrupt": interrupts or block,
+            "call": calls or block,
+            "request": str(n - 1 if same and n else n),
+        }
+        mine = _renamed(facts, offset, seq, labels)
         arrived = _arrived(mine)
         if n and draw(st.integers(0, 3)) == 0:
             k = draw(st.integers(0, len(arrived) - 1))
@@ -164,35 +211,132 @@ def blocks(draw: st.DrawFn) -> tuple[ThreadFacts, int]:
     return _thread(out), now
 
 
-HASHED = {key_hash(k): k for k in (*INTERRUPTS, "field")}
+@st.composite
+def asked_and_answered(draw: st.DrawFn) -> tuple[ThreadFacts, int]:
+    """Waits one after another, each answered by the next run in a dialect (a `resume[]`
+    entry, a legacy resume map, a decision signal naming the interrupt), maybe with a gated
+    call and its result, and evidence naming a wait that may come before it is announced:
+    what keeps most cuts settled, so shared interrupt and tool-call ids are put to the test."""
+    out: list[object] = []
+    at = seq = 0
+    for n in range(draw(st.integers(1, 3))):
+        ask, answer = f"ask {n}", f"answer {n}"
+        iid, call = draw(interrupts), draw(st.sampled_from((None, *CALLS)))
+        seq += 10
+        out += [
+            RunFact(run_id=ask, thread_id=THREAD, mark=RunMark.INPUT, at=at, seq=seq),
+            RunFact(run_id=ask, thread_id=THREAD, mark=RunMark.STARTED, at=at, seq=seq + 1),
+        ]
+        if draw(st.integers(0, 4)) == 0:  # evidence for the wait before it is announced
+            out.append(draw(signal(at, seq + 1)))
+        if call is not None:
+            out.append(
+                ToolCallFact(
+                    thread_id=THREAD,
+                    tool_call_id=call,
+                    run_id=ask,
+                    name="deploy",
+                    digest=draw(st.sampled_from(("d1", "d2"))),
+                    at=at,
+                    seq=seq + 2,
+                )
+            )
+        out += [
+            InterruptFact(
+                thread_id=THREAD,
+                run_id=ask,
+                interrupt_id=iid,
+                at=at,
+                seq=seq + 3,
+                tool_call_id=call,
+                request_id=draw(st.sampled_from((None, None, "req-a"))),
+            ),
+            RunFact(run_id=ask, thread_id=THREAD, mark=RunMark.INTERRUPTED, at=at, seq=seq + 3),
+        ]
+        at += draw(st.sampled_from((1, MIN)))
+        out.append(RunFact(run_id=answer, thread_id=THREAD, mark=RunMark.INPUT, at=at, seq=seq + 4))
+        code = draw(st.sampled_from((Code.ACCEPT, Code.ACCEPT, Code.DECLINE)))
+        dialect = draw(st.sampled_from(("resume", "legacy", "signal")))
+        if dialect == "resume":
+            out.append(
+                AnswerFact(
+                    thread_id=THREAD, run_id=answer, interrupt_id=iid, code=code, at=at, seq=seq + 4
+                )
+            )
+        elif dialect == "legacy":
+            out.append(
+                LegacyResumeFact(
+                    thread_id=THREAD,
+                    run_id=answer,
+                    code=code,
+                    at=at,
+                    seq=seq + 4,
+                    entries=((key_hash(iid), code, None),),
+                )
+            )
+        else:
+            out.append(
+                SignalFact(
+                    kind=SignalKind.DECISION,
+                    at=at,
+                    seq=seq + 4,
+                    thread_id=THREAD,
+                    interrupt_id=iid,
+                    code=code,
+                )
+            )
+        out.append(
+            RunFact(run_id=answer, thread_id=THREAD, mark=RunMark.STARTED, at=at, seq=seq + 5)
+        )
+        if call is not None and draw(st.booleans()):
+            out.append(
+                ToolResultFact(
+                    thread_id=THREAD, run_id=answer, tool_call_id=call, at=at, seq=seq + 6
+                )
+            )
+        end = draw(st.sampled_from((RunMark.FINISHED, RunMark.FINISHED, RunMark.ERROR)))
+        out.append(RunFact(run_id=answer, thread_id=THREAD, mark=end, at=at, seq=seq + 7))
+        at += draw(st.sampled_from((1, MIN, 10 * MIN)))
+    return _thread(out), at + draw(st.integers(0, 20 * MIN))
 
 
-def _renamed(facts: ThreadFacts, block: str, offset: int, seq: int, requests: str) -> ThreadFacts:
-    def name(x: str | None) -> str | None:
-        return None if x is None else f"{x}#{block}"
+def _renamed(facts: ThreadFacts, offset: int, seq: int, labels: dict[str, str]) -> ThreadFacts:
+    """The history later by `offset` and `seq`, its ids named by their kind's label."""
+
+    def run(x: str) -> str:
+        return f"{x}#{labels['run']}"
+
+    def iid(x: str) -> str:  # an interrupt id, or a call's (frontend waits, gated answers)
+        if x in CALLS:
+            return f"{x}#{labels['call']}"
+        if x not in INTERRUPTS:  # a lone answer's, a legacy key naming no interrupt
+            return run(x)
+        return THREAD if labels["interrupt"] == "crew" else f"{x}#{labels['interrupt']}"
 
     def rid(x: str | None) -> str | None:
         if x is None:
             return None
         if x.startswith(f"{THREAD}/"):
             tail = x[len(THREAD) + 1 :]
-            iid, _, run = tail.partition("@")
-            return f"{THREAD}/{iid}#{block}" + (f"@{run}#{block}" if run else "")
-        return f"{x}#{requests}"
+            i, _, r = tail.partition("@")
+            return f"{THREAD}/{iid(i)}" + (f"@{run(r)}" if r else "")
+        return f"{x}#{labels['request']}"
+
+    names = {"run_id": run, "interrupt_id": iid, "tool_call_id": lambda x: f"{x}#{labels['call']}"}
 
     def one(f: Any) -> Any:
         changes: dict[str, Any] = {"at": f.at + offset, "seq": f.seq + seq}
-        for field in ("run_id", "interrupt_id", "tool_call_id"):
-            if hasattr(f, field):
+        for field, name in names.items():
+            if getattr(f, field, None) is not None:
                 changes[field] = name(getattr(f, field))
         if hasattr(f, "request_id"):
             changes["request_id"] = rid(f.request_id)
         if isinstance(f, LegacyResumeFact):
-            changes["entries"] = tuple(
-                (key_hash(f"{HASHED[h]}#{block}"), c, d) for h, c, d in f.entries
-            )
+            changes["entries"] = tuple((key_hash(iid(HASHED[h])), c, d) for h, c, d in f.entries)
         if isinstance(f, InterruptFact) and f.expires_at is not None:
             changes["expires_at"] = f.expires_at + offset
+        if isinstance(f, SubagentFact):
+            changes["interrupt_ids"] = tuple(map(iid, f.interrupt_ids))
         return replace(f, **changes)
 
     return _thread([one(f) for f in _arrived(facts)])
@@ -276,8 +420,14 @@ def _holds(first: list[object], more: list[object], now: int) -> bool:
     ]
     facts = _thread(first + more)
     prefix, suffix = split(facts, cp.cut)
-    part = evaluate(suffix, _policy, now)
-    return holds(cp, suffix, part, seen_in(prefix, recorded, facts.signals))
+    seen = seen_in(prefix, recorded, facts.signals)
+    part = evaluate(seeded(suffix, seen, cp.cut), _policy, now)
+    if not holds(cp, suffix, part, seen):
+        return False
+    whole = evaluate(facts, _policy, now)  # where it holds, it gives the whole thread's
+    assert [w for w in whole.waits if w.evidence.requested_at >= cp.cut] == list(part.waits)
+    assert _records(whole, cp.cut) == _records(evaluate(thread, _policy, now), cp.cut)
+    return True
 
 
 NOW = 100 * MIN
@@ -349,3 +499,163 @@ def test_a_legacy_resume_map_naming_a_settled_wait_ends_it() -> None:
         entries=((key_hash("i1"), Code.DECLINE, None),),
     )
     assert not _holds(_long_thread(6), [resume], NOW)
+
+
+def _crew(facts: list[object]) -> list[object]:
+    """The history with one interrupt id for every wait (CrewAI: the thread's id)."""
+    return [
+        replace(f, interrupt_id="crew") if isinstance(f, (InterruptFact, AnswerFact)) else f
+        for f in facts
+    ]
+
+
+def _gated(facts: list[object], call: str) -> list[object]:
+    """Each wait gated by a tool call `call` of its run (a scripted id, the same every time)."""
+    out: list[object] = []
+    for f in facts:
+        if isinstance(f, InterruptFact):
+            c = ToolCallFact(
+                thread_id=THREAD,
+                tool_call_id=call,
+                run_id=f.run_id,
+                name="deploy",
+                digest=f"d-{f.run_id}",
+                at=f.at,
+                seq=f.seq,
+            )
+            out += [c, replace(f, tool_call_id=call)]
+        else:
+            out.append(f)
+    return out
+
+
+def _later_wait(iid: str, at: int = NOW, **kw: Any) -> list[object]:
+    run = "later"
+    return [
+        RunFact(run_id=run, thread_id=THREAD, mark=RunMark.STARTED, at=at, seq=10**6),
+        InterruptFact(thread_id=THREAD, run_id=run, interrupt_id=iid, at=at, seq=10**6 + 1, **kw),
+    ]
+
+
+def test_a_thread_reusing_one_interrupt_id_keeps_its_checkpoint_and_the_id_takes_its_run() -> None:
+    first = _crew(_long_thread(6))
+    cp = _checkpoint(_thread(first), NOW)
+    answer = AnswerFact(
+        thread_id=THREAD, run_id="then", interrupt_id="crew", code=Code.ACCEPT, at=NOW, seq=10**7
+    )
+    more = [*_later_wait("crew"), answer]
+    facts = _thread(first + more)
+    prefix, suffix = split(facts, cp.cut)
+    recorded = [w.evidence.request_id for w in evaluate(_thread(first), _policy, NOW).waits]
+    seen = seen_in(prefix, recorded[:5], facts.signals)
+    part = evaluate(seeded(suffix, seen, cp.cut), _policy, NOW)
+
+    assert _holds(first, more, NOW)
+    assert [f"{THREAD}/crew@ask-5", f"{THREAD}/crew@later"] == [
+        w.evidence.request_id for w in part.waits
+    ]
+
+
+def test_an_answer_naming_a_reused_id_before_the_suffix_asks_with_it_ends_the_checkpoint() -> None:
+    # At the cut, before the wait after it is announced: the latest wait with the id is a
+    # settled one, before the cut.
+    # That answer's run then fails: in the whole thread, a finding on the settled wait.
+    start = RunFact(run_id="new", thread_id=THREAD, mark=RunMark.STARTED, at=50 * MIN, seq=1)
+    early = AnswerFact(
+        thread_id=THREAD, run_id="new", interrupt_id="crew", code=Code.ACCEPT, at=50 * MIN, seq=2
+    )
+    error = replace(start, mark=RunMark.ERROR, at=NOW, seq=10**6)
+    assert _holds(_crew(_long_thread(6)), [start, replace(early, seq=10**5), error], NOW)
+    assert not _holds(_crew(_long_thread(6)), [start, early, error], NOW)
+
+
+def test_a_reused_id_named_after_the_cut_but_never_asked_again_ends_the_checkpoint() -> None:
+    idle = RunFact(run_id="idle", thread_id=THREAD, mark=RunMark.STARTED, at=60 * MIN, seq=10**5)
+    first = [*_crew(_long_thread(6)), idle]  # cut at the idle run: every wait before it
+    answer = AnswerFact(
+        thread_id=THREAD, run_id="new", interrupt_id="other", code=Code.DECLINE, at=NOW, seq=10**6
+    )
+    assert _checkpoint(_thread(first), NOW).cut == 60 * MIN
+    assert _holds(first, [answer], NOW)
+    assert not _holds(first, [replace(answer, interrupt_id="crew")], NOW)
+
+
+def test_a_tombstone_of_a_reused_id_after_the_cut_ends_the_checkpoint() -> None:
+    assert not _holds(_crew(_long_thread(6)), _later_wait("crew", pruned=True), NOW)
+
+
+def test_a_tool_message_on_a_thread_reusing_an_interrupt_id_ends_the_checkpoint() -> None:
+    message = AnswerFact(
+        thread_id=THREAD,
+        run_id="then",
+        interrupt_id="crew",
+        code=Code.ACCEPT,
+        at=NOW,
+        seq=10**7,
+        via=VIA_TOOL_MESSAGE,
+    )
+    assert _holds(_crew(_long_thread(6)), _later_wait("crew"), NOW)
+    assert not _holds(_crew(_long_thread(6)), [*_later_wait("crew"), message], NOW)
+
+
+def test_an_ungated_tool_call_id_used_again_keeps_the_checkpoint() -> None:
+    call = ToolCallFact(
+        thread_id=THREAD, tool_call_id="c", run_id="ask-0", name="x", digest=None, at=0, seq=12
+    )
+    again = replace(call, run_id="later", at=NOW, seq=10**6 + 2)
+    result = ToolResultFact(
+        thread_id=THREAD, run_id="later", tool_call_id="c", at=NOW, seq=10**6 + 3
+    )
+    assert _holds([*_long_thread(6), call], [*_later_wait("w"), again, result], NOW)
+
+
+def test_a_result_for_the_call_id_of_a_settled_wait_ends_the_checkpoint() -> None:
+    result = ToolResultFact(thread_id=THREAD, run_id="new", tool_call_id="c", at=NOW, seq=10**6)
+    assert not _holds(_gated(_long_thread(6), "c")[:-8] + _long_thread(6)[-7:], [result], NOW)
+
+
+def test_a_wait_gated_by_a_call_id_with_a_result_before_the_cut_ends_the_checkpoint() -> None:
+    result = ToolResultFact(thread_id=THREAD, run_id="answer-0", tool_call_id="c", at=MIN, seq=14)
+    wait = _gated(_later_wait("w"), "c")
+    assert _holds([*_long_thread(6), replace(result, tool_call_id="other")], wait, NOW)
+    assert not _holds([*_long_thread(6), result], wait, NOW)
+
+
+def test_a_wait_gated_by_a_reused_call_id_without_its_call_after_the_cut_ends_it() -> None:
+    call = ToolCallFact(
+        thread_id=THREAD, tool_call_id="c", run_id="ask-0", name="x", digest="d", at=0, seq=12
+    )
+    wait = _later_wait("w", tool_call_id="c")  # its run's call not reported: the latest one
+    assert _holds(_long_thread(6), wait, NOW)
+    assert not _holds([*_long_thread(6), call], wait, NOW)
+
+
+def test_a_subagent_invocation_with_steps_before_the_cut_ends_the_checkpoint() -> None:
+    step = SubagentFact(
+        thread_id=THREAD,
+        run_id="ask-0",
+        subagent_run_id="sub",
+        state=SubagentState.RUNNING,
+        at=0,
+        seq=12,
+    )
+    wait = _later_wait("w", subagent_run_id="sub")
+    assert _holds([*_long_thread(6), replace(step, subagent_run_id="other")], wait, NOW)
+    assert not _holds([*_long_thread(6), step], wait, NOW)
+
+
+def test_a_tool_message_before_the_cut_naming_the_call_of_a_later_wait_ends_the_checkpoint() -> (
+    None
+):
+    message = AnswerFact(
+        thread_id=THREAD,
+        run_id="ask-0",
+        interrupt_id="c",
+        code=Code.ACCEPT,
+        at=0,
+        seq=12,
+        via=VIA_GATED_CALL,
+    )
+    wait = _gated(_later_wait("w"), "c")
+    assert _holds([*_long_thread(6), replace(message, interrupt_id="other")], wait, NOW)
+    assert not _holds([*_long_thread(6), message], wait, NOW)

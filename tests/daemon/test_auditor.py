@@ -4,6 +4,7 @@ restart, and a wait whose classification raises."""
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -433,6 +434,30 @@ def test_a_tick_whose_save_meets_an_outage_counts_nothing_and_the_next_counts_on
         assert before == unchanged
         assert 1 == auditor.snapshot.transitions_total[("WAITING", "STUCK_AFTER_DECISION")]
         assert counters(Auditor(open_stores(), POLICIES).snapshot) == counters(auditor.snapshot)
+    finally:
+        engine.dispose()
+
+
+def test_a_tick_classifies_with_the_cycle_collector_paused_and_resumes_it_after_an_outage(
+    db_url: str,
+) -> None:
+    paused: list[bool] = []
+
+    class Watched(Store):
+        def evaluations(self, *args: Any, **kwargs: Any) -> Any:
+            paused.append(not gc.isenabled())
+            return super().evaluations(*args, **kwargs)
+
+    engine = open_store(impatient(db_url), busy_timeout_ms=300)
+    try:
+        store = Watched(engine)
+        ingest(store, two_waits(), BASE + 3 * MIN)
+        auditor = Auditor(store, POLICIES)
+        with writes_blocked(db_url, "wait_state"), pytest.raises(StoreError):
+            auditor.tick(BASE + 3 * MIN)
+
+        assert [True] == paused
+        assert gc.isenabled()
     finally:
         engine.dispose()
 

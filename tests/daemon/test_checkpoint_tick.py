@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
@@ -19,6 +20,8 @@ from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.store import checkpoint as stored
+from sidewatch.store import repo
+from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 
@@ -232,3 +235,341 @@ def test_a_subagent_of_a_wait_after_the_cut_is_in_its_evidence_from_the_checkpoi
     from_cut.pop("evaluatedAt")
     whole.pop("evaluatedAt")
     assert whole == from_cut
+
+
+def _states_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The requestIds of every recorded verdict the auditor reads (whichever way)."""
+    read: list[str] = []
+    for name in ("records", "records_of"):
+        real = getattr(AuditState, name, None)
+        if real is None:
+            continue
+
+        def spy(self: AuditState, ids: Any, real: Any = real) -> Any:
+            out = real(self, ids)
+            read.extend(rid for _, rid in out)
+            return out
+
+        monkeypatch.setattr(AuditState, name, spy)
+    return read
+
+
+def _rows(store: Store) -> dict[str, tuple[Any, ...]]:
+    with store.engine.connect() as c:
+        return {str(r[1]): tuple(r) for r in c.execute(text("SELECT * FROM wait_state")).all()}
+
+
+def test_a_tick_reads_the_recorded_verdicts_of_the_suffix_waits_only_whatever_the_age(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    ages = {"young": RUNS, "old": 5 * RUNS}  # 6 and 30 waits, every one but the last settled
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        _ingest(store, lines, START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    before = _rows(store)
+    read = _states_read(monkeypatch)
+
+    for thread in ages:
+        new = {"type": "RUN_STARTED", "threadId": thread, "runId": "run-new", "timestamp": now}
+        _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+
+    last = {f"{thread}/approve-{runs}" for thread, runs in ages.items()}
+    assert last == set(read) and 2 == len(read)  # not one per settled wait
+    after = _rows(store)
+    assert before.keys() == after.keys()
+    # The settled waits before the cut are left as they were, evaluation time included.
+    assert {r: v for r, v in before.items() if r not in last} == {
+        r: v for r, v in after.items() if r not in last
+    }
+    assert all(before[r] != after[r] for r in last)  # evaluated again
+    store.engine.dispose()
+
+
+def _listed(store: Store, policy: Any, states: set[str], limit: int, now: int) -> list[Any]:
+    return Read(store, policy).waits(states, limit, now)["waits"]
+
+
+def test_the_list_of_open_waits_reads_a_changed_long_thread_from_its_checkpoint(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)  # the thread is dirty: every wait of it is a candidate
+    loads = _whole_loads(monkeypatch)
+    real = repo.load_threads  # and the read of whole threads of Store.threads
+    monkeypatch.setattr(
+        repo, "load_threads", lambda c, ids: loads.append(list(ids)) or real(c, ids)
+    )
+
+    resumed = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
+    assert [] == loads  # the settled waits are neither read nor evaluated
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
+
+    assert [f"{THREAD}/approve-{RUNS}"] == [w["requestId"] for w in resumed]
+    assert whole == resumed
+
+
+def test_the_list_of_every_state_from_a_checkpoint_is_the_whole_threads_list(
+    long_thread: Store,
+) -> None:
+    # `other` asked long before: the record of its wait is the first chosen, and its decline
+    # moves it after every wait of the long thread, whose settled waits before the cut then
+    # rank first although none of them was chosen from the records.
+    store = long_thread
+    now = START + 100_000
+    outcome = {"type": "interrupt", "interrupts": [{"id": "ask", "reason": "confirm"}]}
+    asked = START - 100_000
+    _ingest(
+        store,
+        [
+            {"type": "RUN_STARTED", "threadId": "other", "runId": "o-1", "timestamp": asked},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": "other",
+                "runId": "o-1",
+                "outcome": outcome,
+                "timestamp": asked + 1,
+            },
+        ],
+        now,
+    )
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    decline = [{"interruptId": "ask", "status": "resolved", "payload": "reject"}]
+    later = now + 1000
+    _ingest(
+        store,
+        [
+            {
+                "threadId": "other",
+                "runId": "o-2",
+                "messages": [],
+                "resume": decline,
+                "timestamp": later,
+            },
+            {"type": "RUN_STARTED", "threadId": "other", "runId": "o-2", "timestamp": later},
+            {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": later},
+        ],
+        later,
+    )
+    every = {"WAITING", "RESUMED", "CLOSED_BY_DECLINE", "CANCELLED", "STUCK_AFTER_DECISION"}
+    limits = (1, 2, 3, 100)
+
+    resumed = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
+
+    assert f"{THREAD}/approve-10" == resumed[0][0]["requestId"]
+    assert whole == resumed
+    assert RUNS // 10 + 1 == len(resumed[-1])
+
+
+def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's VM steps of the statement asking which of the suffix's ids the prefix holds
+    # (store.checkpoint.seen), for the GET of the open wait of a thread at two ages.
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    ages = {"young": RUNS, "old": 10 * RUNS}
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        _ingest(store, lines, START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    steps, asking = [0], [False]
+
+    def count() -> int:
+        steps[0] += asking[0]
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        asking[0] = statement.startswith("SELECT 'r'")  # the ids asked, in one statement
+
+    def asked(thread: str) -> int:
+        steps[0] = 0
+        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
+        assert body is not None and "WAITING" == body["state"]
+        return steps[0]
+
+    young, old = asked("young"), asked("old")
+    store.engine.dispose()
+
+    assert 0 < old <= young * 1.2 + 50, (young, old)
+
+
+def _crew_run(i: int) -> list[dict[str, Any]]:
+    """Run i of a CrewAI-like thread: its interrupt id is the thread's id, for every wait,
+    and every run calls a tool under one scripted id (ungated), with its result."""
+    lines = [
+        {**line, "resume": [{**r, "interruptId": THREAD} for r in line["resume"]]}
+        if "resume" in line
+        else line
+        for line in _run(i)
+    ]
+    end = lines.pop()
+    if "outcome" in end:
+        end["outcome"]["interrupts"][0]["id"] = THREAD
+    call, at = {"toolCallId": "scripted-1", "timestamp": end["timestamp"] - 1}, end["timestamp"]
+    return [
+        *lines,
+        {"type": "TOOL_CALL_START", "toolCallName": "lookup", **call},
+        {"type": "TOOL_CALL_END", **call},
+        {"type": "TOOL_CALL_RESULT", "messageId": f"m-{i}", "content": "ok", **call},
+        {**end, "timestamp": at},
+    ]
+
+
+@pytest.fixture
+def crew_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    _ingest(store, [line for i in range(1, RUNS + 1) for line in _crew_run(i)], START)
+    yield store
+    store.engine.dispose()
+
+
+def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_its_cut(
+    crew_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = crew_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000
+    loads = _whole_loads(monkeypatch)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+    last = f"{THREAD}/{THREAD}@run-{RUNS}"  # the id was used before: `@run`
+    from_cut = Read(store, auditor.policy_for).wait(last, now + 600_000)
+
+    assert [] == loads  # the tick and the GET read the suffix only
+    assert _whole(store, now + 600_000) == _states(store)
+    assert "WAITING" == _states(store)[last][0]
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    whole = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert from_cut is not None and whole is not None
+    from_cut.pop("evaluatedAt")
+    whole.pop("evaluatedAt")
+    assert whole == from_cut
+
+
+def test_an_answer_naming_the_reused_interrupt_id_before_it_is_asked_again_ends_the_cut(
+    crew_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = crew_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    loads = _whole_loads(monkeypatch)
+    # A run after the cut answers the thread's id before the run after the cut asks with it
+    # (arriving late): the latest wait with that id is then a settled one, before the cut.
+    run, at = "run-again", START + RUNS * 1000 + 1
+    again = [
+        {
+            "threadId": THREAD,
+            "runId": run,
+            "messages": [],
+            "resume": [{"interruptId": THREAD, "status": "cancelled", "payload": {}}],
+            "timestamp": at,
+        },
+        {"type": "RUN_STARTED", "threadId": THREAD, "runId": run, "timestamp": at},
+        {"type": "RUN_FINISHED", "threadId": THREAD, "runId": run, "timestamp": at},
+    ]
+    _ingest(store, again, at)
+    auditor.tick(now + 600_000)
+
+    assert [[THREAD]] == loads
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def _counts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = stored._prefix_count
+
+    def spy(conn: Any, cp: Any) -> int:
+        calls.append(cp.thread_id)
+        return real(conn, cp)
+
+    monkeypatch.setattr(stored, "_prefix_count", spy)
+    return calls
+
+
+def test_a_tick_after_a_new_event_does_not_count_the_prefix(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+    auditor.tick(now + 600_000)
+
+    assert ([], []) == (counts, loads)  # the dirty mark's time is after the cut: none late
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def test_a_mark_from_facts_evaluated_already_counts_the_prefix_and_resumes(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    # A mark that stayed (a unit came during the tick that took the checkpoint), its time
+    # that of a fact the checkpoint's evaluation had.
+    with store.engine.begin() as c:
+        c.execute(
+            text("INSERT INTO dirty_thread (thread_id, mark, early) VALUES (:t, 7, :at)"),
+            {"t": THREAD, "at": START},
+        )
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+    auditor.tick(now + 600_000)
+
+    assert ([THREAD], []) == (counts, loads)  # counted: the same prefix, resumed
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def test_a_signal_naming_a_settled_wait_after_the_cut_makes_the_thread_evaluated_whole(
+    long_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = long_thread
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    loads = _whole_loads(monkeypatch)
+    route = {
+        "type": "CUSTOM",
+        "name": "sidewatch.route",
+        "value": {"requestId": f"{THREAD}/approve-20", "delivered": True, "approverRef": "ops"},
+        "timestamp": now,
+    }
+    _ingest(store, [route], now)  # timed after the cut, about a wait before it
+    auditor.tick(now + 600_000)
+
+    assert [[THREAD]] == loads
+    assert _whole(store, now + 600_000) == _states(store)

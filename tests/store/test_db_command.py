@@ -49,7 +49,7 @@ def test_db_upgrade_of_an_unreachable_store_is_a_one_line_error() -> None:
 
 # A next migration in the forms Alembic writes: its newer annotated template, and a merge
 # (a tuple of the revisions it follows), which only Alembic reads.
-NEXT = f"{int(HEAD) + 1:04d}"
+NEXT = f"{int(HEAD[:4]) + 1:04d}"  # the head's number (a file name may follow it)
 ANNOTATED = f'revision: str = "{NEXT}"\ndown_revision: Union[str, None] = "{HEAD}"\n'
 MERGE = f'revision = "{NEXT}"\ndown_revision = ("{HEAD}",)\n'
 

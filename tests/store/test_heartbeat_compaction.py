@@ -377,3 +377,24 @@ def test_the_store_compacts_as_the_merge_does(
         (r[0] or "", str(None if r[1] is None else bool(r[1])), r[2], r[4], r[6]) for r in rows
     )
     assert want == got
+
+
+def test_a_unit_with_the_beats_of_many_threads_is_stored_on_postgresql(pg_url: str) -> None:
+    # More threads than the server's lock table holds locks (64 a connection by default): a
+    # lock a thread filled it, and the unit failed as "out of shared memory".
+    n = 30_000
+    engine = open_store(pg_url)
+    store = Store(engine, heartbeat_gap_ms=GAP)
+
+    with store.unit("many", T0) as w:
+        assert w is not None
+        beats = [
+            HeartbeatFact(thread_id=f"t-{k}", at=T0, seq=w.seq_base + k, handle=True, key=f"b{k}")
+            for k in range(n)
+        ]
+        w.write(beats, [], {"heartbeat": n}, n, 0)
+    with engine.connect() as c:
+        stored = c.execute(text("SELECT count(DISTINCT thread_id) FROM heartbeat")).scalar()
+    engine.dispose()
+
+    assert n == stored

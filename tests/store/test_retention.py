@@ -505,3 +505,115 @@ def test_a_pass_with_nothing_recorded_since_the_last_reads_no_transition(
     assert 0 == idle
     assert "t-held-0" not in table_rows(store.engine, "wait_state")
     assert 19 == len(set(table_rows(store.engine, "wait_state")))
+
+
+def _vm_steps(store: Store) -> list[int]:
+    """SQLite's virtual-machine steps of every statement on `store` (the work a pass does,
+    whatever the machine's speed), counted into the list's one item."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+    return steps
+
+
+def test_a_pass_reads_the_heartbeats_that_aged_or_arrived_not_the_whole_table(
+    tmp_path: Path,
+) -> None:
+    # Kept: old beats of threads that asked (their thread stays). Young: beats of threads
+    # that never asked, newer than the cutoff. Neither is pruned; a pass must read neither
+    # again, however many there are. A ghost's old beat in each lot is pruned.
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    retention = Retention(store.engine, WEEK)
+    steps = _vm_steps(store)
+
+    def lot(threads: range) -> None:
+        lines: list[dict[str, Any]] = []
+        for n in threads:
+            lines += asked(f"t-kept-{n}", T0)
+            lines += [heartbeat(f"t-kept-{n}", T0 + k * HOUR) for k in range(1, 4)]
+            lines.append(heartbeat(f"t-young-{n}", NOW - HOUR))
+        ingest(store, [*lines, heartbeat(f"t-ghost-{threads.start}", T0)], NOW)
+
+    def prune() -> int:
+        before = steps[0]
+        retention.prune(NOW, budget_s=600)
+        return steps[0] - before
+
+    lot(range(3))
+    prune()
+    few = prune()
+    lot(range(3, 300))
+    prune()
+    many = prune()
+
+    ghosts = [t for t in table_rows(store.engine, "heartbeat") if t.startswith("t-ghost")]
+    assert ([], 300 * 4) == (ghosts, len(table_rows(store.engine, "heartbeat")))
+    assert many <= few * 1.2, (few, many)
+    store.engine.dispose()
+
+
+def test_heartbeats_of_no_wait_go_once_old_whether_they_age_or_arrive_late(
+    open_stores: Callable[[], Store],
+) -> None:
+    """The walk goes on from where it was: a beat that grows old after it passed the end, and
+    a late one already older than where it is, each go at the next pass; a thread's beats
+    that are not old yet stay."""
+    store = open_stores()
+    retention = Retention(store.engine, WEEK, batch=2)
+    ingest(store, [heartbeat("t-aging", T0 + 2 * HOUR), heartbeat("t-late", T0 + 3 * DAY)], T0)
+    assert 0 == retention.prune(T0 + 2 * DAY, budget_s=60).unknown  # nothing old yet
+
+    first = retention.prune(T0 + WEEK + DAY, budget_s=60)
+    ingest(
+        store,
+        # Older than t-aging's beat, where the walk by age is now.
+        [heartbeat("t-late", T0 + HOUR), *(heartbeat(f"t-new-{n}", T0 + WEEK) for n in range(5))],
+        T0 + WEEK + DAY,
+    )
+    second = retention.prune(T0 + WEEK + 2 * DAY, budget_s=60)
+
+    assert (1, 1) == (first.unknown, second.unknown)  # t-aging, then t-late's late beat
+    assert [T0 + 3 * DAY, *([T0 + WEEK] * 5)] == table_rows(store.engine, "heartbeat", "at")
+
+
+def test_a_span_cut_back_behind_the_walk_goes_with_its_threads_other_old_beats(
+    db_url: str,
+) -> None:
+    """A late beat of the other handle cuts a span that was not old yet (store.heartbeats):
+    the span's first part now ends before where the walk by age is. It goes with the part
+    after the cut and the late beat, which the walk meets."""
+    store = Store(open_store(db_url), heartbeat_gap_ms=MIN)
+    retention = Retention(store.engine, WEEK)
+    beats = [heartbeat("t-cut", T0 + HOUR + k * 30 * SEC) for k in range(241)]  # 1 h to 3 h
+    ingest(store, [heartbeat("t-old", T0 + 2 * HOUR), *beats], T0)
+    assert 1 == retention.prune(T0 + WEEK + 2 * HOUR + MIN, budget_s=60).unknown  # t-old
+    late = custom("sidewatch.heartbeat", T0 + 90 * MIN + 1, threadId="t-cut", resumeHandle=None)
+    ingest(store, [late], T0 + WEEK)
+    assert 3 == len(table_rows(store.engine, "heartbeat"))  # cut in two, and the late beat
+
+    pruned = retention.prune(T0 + WEEK + 4 * HOUR, budget_s=60)
+
+    assert (3, []) == (pruned.unknown, table_rows(store.engine, "heartbeat"))
+    store.engine.dispose()
+
+
+def test_a_span_still_beating_when_the_walk_passes_it_goes_once_its_last_beat_is_old(
+    db_url: str,
+) -> None:
+    store = Store(open_store(db_url), heartbeat_gap_ms=HOUR)
+    retention = Retention(store.engine, WEEK)
+    beats = [heartbeat("t-long", T0 + k * 30 * MIN) for k in range(8 * 48 + 25)]  # to 8d 12h
+    ingest(store, [*beats, heartbeat("t-first", T0 - HOUR)], T0 + 9 * DAY)
+    assert 2 == len(table_rows(store.engine, "heartbeat"))  # one span each
+
+    # The cutoff at day 8: t-long's span began before it, but beats on after it. The next
+    # pass (within the day the walk goes on for) has the cutoff after its last beat.
+    assert 1 == retention.prune(T0 + WEEK + 8 * DAY, budget_s=60).unknown  # t-first
+    after = retention.prune(T0 + WEEK + 8 * DAY + 20 * HOUR, budget_s=60)
+
+    assert (1, []) == (after.unknown, table_rows(store.engine, "heartbeat"))
+    store.engine.dispose()

@@ -12,7 +12,13 @@ from sqlalchemy import text
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.store.auditstate import AuditState, StoredTransition, compact, expand
+from sidewatch.store.auditstate import (
+    AuditState,
+    StoredState,
+    StoredTransition,
+    compact,
+    expand,
+)
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.store.test_identity import QUIET
@@ -98,3 +104,25 @@ def test_only_what_the_next_transition_shares_is_left_out() -> None:
 
     assert ['{"e":1}', None, '{"e":2}'] == [r[-1] for r in rows]
     assert moves == expand(rows)
+
+
+def test_records_of_waits_are_read_by_their_thread_and_request_id_in_any_number(
+    db_url: str,
+) -> None:
+    """More keys than one statement takes, requestIds two threads share, and keys of waits
+    never recorded: each recorded wait asked is read, and only those."""
+    engine = open_store(db_url)
+    state = AuditState(engine)
+    states = [
+        StoredState(f"r-{k}", t, "quiet", "WAITING", False, NOW, None, NOW, None, None, NOW)
+        for k in range(300)
+        for t in ("a", "b/c@d")
+    ]
+    state.save(states, [], [], [])
+    asked = [("a", f"r-{k}") for k in range(0, 300, 2)] + [("b/c@d", "r-7"), ("x", "r-1")]
+
+    got = state.records_of([*asked, ("a", "r-0")])  # a key twice: read once
+    engine.dispose()
+
+    assert set(asked) - {("x", "r-1")} == set(got)
+    assert all(got[k].thread_id == k[0] and got[k].request_id == k[1] for k in got)
