@@ -1,4 +1,4 @@
--- revision: 0014
+-- revision: 0016
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -65,7 +65,7 @@ CREATE TABLE reject (
 );
 CREATE TABLE dirty_thread (
 	thread_id VARCHAR(256) NOT NULL, 
-	mark BIGINT NOT NULL, 
+	mark BIGINT NOT NULL, early BIGINT, 
 	PRIMARY KEY (thread_id)
 );
 CREATE TABLE lease (
@@ -288,3 +288,5 @@ CREATE INDEX ix_signal_thread_at ON signal (thread_id, at);
 CREATE INDEX ix_finding_thread_at ON finding (thread_id, at);
 CREATE INDEX ix_heartbeat_thread_id ON heartbeat (thread_id);
 CREATE INDEX ix_heartbeat_thread_at ON heartbeat (thread_id, at);
+CREATE INDEX ix_heartbeat_at ON heartbeat (at, id);
+CREATE INDEX ix_subagent_thread_invocation ON subagent (thread_id, subagent_run_id);
