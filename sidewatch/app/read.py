@@ -116,7 +116,7 @@ class _Pick:
     states: Collection[str]
     wanted: set[str]
     changed: set[str]
-    now: int
+    at: int  # the time the list is evaluated at
 
 
 @dataclass(slots=True)
@@ -138,7 +138,7 @@ def _found(
 ) -> dict[str, _Found]:
     out: dict[str, _Found] = {}
     # Read-only, as the GET of one wait: no checkpoint is chosen (keep=False).
-    for o in store.evaluations(threads, policy_for, now=pick.now, keep=False, want=want):
+    for o in store.evaluations(threads, policy_for, now=pick.at, keep=False, want=want):
         if o.result is None:  # one thread that cannot be evaluated never fails the list
             log.error("thread %s could not be evaluated; left out", o.thread_id, exc_info=o.error)
             continue
@@ -147,7 +147,7 @@ def _found(
             ev, v = w.evidence, w.verdict
             f.rids.add(ev.request_id)
             if ev.request_id in pick.wanted or (
-                ev.thread_id in pick.changed and ev.requested_at <= pick.now
+                ev.thread_id in pick.changed and ev.requested_at <= pick.at
             ):
                 try:
                     if v is None:
