@@ -573,3 +573,87 @@ def test_a_signal_naming_a_settled_wait_after_the_cut_makes_the_thread_evaluated
 
     assert [[THREAD]] == loads
     assert _whole(store, now + 600_000) == _states(store)
+
+
+# Heartbeats matter: a wait waits on a fresh heartbeat and a resume handle.
+BEATING = replace(QUIET, handle=Need.REQUIRED, heartbeat=Need.REQUIRED)
+
+
+def _thread_beat(at: int, handle: str | None = "ckpt") -> dict[str, Any]:
+    """A heartbeat of the thread (no run): for every wait of it, earlier or later."""
+    value = {"threadId": THREAD, "resumeHandle": handle}
+    return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
+
+
+def _beats_whole(store: Store, now: int) -> dict[str, Any]:
+    (facts,) = store.threads([THREAD])
+    return {
+        w.evidence.request_id: (w.evidence.items, w.verdict)
+        for w in evaluate(facts, lambda a, r: BEATING, now).waits
+    }
+
+
+@pytest.fixture
+def beating_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The long thread, beating thread-wide (spans: a row a beat here, no compaction gap)
+    after every wait's approval, the last beat after the last wait."""
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    lines += [_thread_beat(START + i * 1000 + 500) for i in range(5, RUNS + 1, 10)]
+    _ingest(store, lines, START)
+    yield store
+    store.engine.dispose()
+
+
+def test_a_thread_beating_thread_wide_resumes_from_its_cut_with_the_beats_before_it(
+    beating_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = beating_thread
+    now = START + 100_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000  # thread-wide beats before it keep no cut from holding
+    loads = _whole_loads(monkeypatch)
+
+    # A new beat, after the cut: the last wait is fresh again.
+    _ingest(store, [_thread_beat(now + 500_000)], now + 500_000)
+    report = auditor.tick(now + 600_000)
+
+    assert [] == loads  # from the checkpoint: the history is not read
+    assert 1 == report.waits  # the open wait only
+    whole = _beats_whole(store, now + 600_000)
+    last = f"{THREAD}/approve-{RUNS}"
+    body = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert [] == loads  # the GET of the last wait from the checkpoint too
+    assert body is not None and body["state"] == whole[last][1].state.value == "WAITING"
+    # Its timeline holds every beat of the thread before it, as the whole thread gives it.
+    beats = [i for i in whole[last][0] if type(i).__name__ == "Heartbeat"]
+    assert len(beats) == len(range(5, RUNS + 1, 10)) + 1
+    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    again = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert [[THREAD]] == loads  # evaluated whole: the same body, timeline and all
+    assert again is not None and sum(i["kind"] == "heartbeat" for i in again["timeline"]) == 7
+    assert again == body
+
+
+def test_a_thread_wide_beat_timed_before_the_cut_arriving_later_keeps_the_checkpoint(
+    beating_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = beating_thread
+    now = START + 100_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+
+    _ingest(store, [_thread_beat(START + 1, handle=None)], now)  # a late one: handle gone
+    auditor.tick(now + 600_000)
+
+    # The prefix is counted (the mark is before the cut); its count has no thread-wide beat.
+    assert ([THREAD], []) == (counts, loads)
+    whole = _beats_whole(store, now + 600_000)
+    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
