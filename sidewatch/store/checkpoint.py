@@ -330,7 +330,8 @@ def evaluate_threads(
         except Exception as e:  # one thread never fails the others
             yield Outcome(facts.thread_id, None, False, None, had, e)
             continue
-        new = _choose(facts, result, now, run) if keep and _size(facts) > LONG else None
+        long = keep and _size(facts) > LONG and not _bound_to_runs(conn, facts.thread_id)
+        new = _choose(facts, result, now, run) if long else None
         yield Outcome(facts.thread_id, result, False, new, had)
 
 

@@ -657,3 +657,67 @@ def test_a_thread_wide_beat_timed_before_the_cut_arriving_later_keeps_the_checkp
     assert ([THREAD], []) == (counts, loads)
     whole = _beats_whole(store, now + 600_000)
     assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
+
+
+def _service(at: int, **thread: str) -> dict[str, Any]:
+    """A beat of instance A of the service `billing` (durable); with `threadId` (and
+    `runId`), it binds that thread's waits (of that run) to the service."""
+    value = {**thread, "service": "billing", "instance": "A", "durable": True}
+    return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
+
+
+@pytest.fixture
+def bound_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The long thread, bound to the service `billing` from its start (no run: every wait)."""
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    lines = [_service(START - 1, threadId=THREAD)]
+    lines += [line for i in range(1, RUNS + 1) for line in _run(i)]
+    _ingest(store, [*lines, _service(START + 30_000)], START)
+    yield store
+    store.engine.dispose()
+
+
+def test_a_thread_bound_to_a_service_resumes_from_its_cut_with_the_service_s_beats(
+    bound_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = bound_thread
+    now = START + 100_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000
+    loads = _whole_loads(monkeypatch)
+
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new, _service(now + 500_000)], now)
+    auditor.tick(now + 600_000)
+    last = f"{THREAD}/approve-{RUNS}"
+    body = Read(store, auditor.policy_for).wait(last, now + 600_000)
+
+    assert [] == loads  # the tick and the GET from the checkpoint
+    whole = _beats_whole(store, now + 600_000)
+    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    again = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert again is not None and again["state"] == "WAITING"  # kept fresh by the service
+    assert again == body
+
+
+def test_a_thread_with_a_service_bound_to_one_of_its_runs_keeps_no_checkpoint(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    bind = _service(START + RUNS * 1000 + 1, threadId=THREAD, runId=f"run-{RUNS}")
+    _ingest(store, [*lines, bind, _service(START + 90_000)], START)
+    Auditor(store, (BEATING,)).tick(START + 100_000)
+    with store.engine.connect() as c:
+        kept = c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    store.engine.dispose()
+    # Its beats are that run's, not stored as the thread's: the store cannot tell whether the
+    # run is before the cut, so none is kept (one would be taken, then never hold).
+    assert 0 == kept
