@@ -20,7 +20,9 @@ Every wait but the last of each thread is approved and resumed; the last is left
 traffic is AG-UI, ingested as a producer posts it. With `--pg`, on PostgreSQL (a throw-away
 database on the running server) instead of SQLite. `--shape`: `plain` (an interrupt id per
 wait), `crewai` (every wait's interrupt id is the thread's id, as ag-ui-crewai sends it),
-`scripted` (every run also calls an ungated tool under one scripted tool-call id).
+`scripted` (every run also calls an ungated tool under one scripted tool-call id), `beats`
+(every run that raises a wait also sends a thread-wide heartbeat, stored in spans with the
+compaction gap `--gap`, by default the daemon's: 60 s; `--gap 0` keeps a span a beat).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ QUIET = replace(
 )
 
 
-SHAPES = ("plain", "crewai", "scripted")
+SHAPES = ("plain", "crewai", "scripted", "beats")
 
 
 def _run_lines(
@@ -104,6 +106,8 @@ def _run_lines(
             {"type": "TOOL_CALL_END", "toolCallId": call, "timestamp": at + 1},
         ]
         iid = thread if shape == "crewai" else f"approve-{i}"
+        if shape == "beats":  # for every wait of the thread: a beat, no run
+            lines.append(_beat(thread, at + 1))
         interrupt = {"id": iid, "reason": "tool_call", "toolCallId": call}
         outcome = {"type": "interrupt", "interrupts": [interrupt]}
         lines.append(
@@ -129,10 +133,18 @@ def _run_lines(
     return lines
 
 
-def _populate(url: str, threads: list[str], runs: int, end: int, shape: str = "plain") -> None:
-    """`runs` runs on each of `threads`, one second apart, the last ending before `end`."""
+def _beat(thread: str, at: int) -> dict[str, Any]:
+    value = {"threadId": thread, "resumeHandle": "ckpt"}
+    return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
+
+
+def _populate(
+    url: str, threads: list[str], runs: int, end: int, shape: str = "plain", gap: int = 0
+) -> None:
+    """`runs` runs on each of `threads`, one second apart, the last ending before `end`;
+    heartbeats compacted with the gap `gap` (ms)."""
     engine = open_store(url)
-    store, protect = Store(engine), ref_protector(engine, Config())
+    store, protect = Store(engine, gap), ref_protector(engine, Config())
     start = end - (runs + 10) * 1000
     body: list[bytes] = []
     count = 0
@@ -165,6 +177,8 @@ def _measure(url: str, thread: str, now: int, shape: str) -> dict[str, float]:
     full, report = _timed(lambda: auditor.tick(now))
     start = {"type": "RUN_STARTED", "threadId": thread, "runId": "run-new", "timestamp": now}
     events = [start]
+    if shape == "beats":
+        events.append(_beat(thread, now))
     if shape == "scripted":  # the new run calls the tool under the scripted id again
         tool = {"toolCallId": "lookup-1", "timestamp": now}
         events += [
@@ -179,6 +193,10 @@ def _measure(url: str, thread: str, now: int, shape: str) -> dict[str, float]:
     client.get("/healthz")  # the app's first request, not the one measured
     with engine.connect() as c:
         kept = c.exec_driver_sql("SELECT count(*) FROM thread_checkpoint").scalar_one()
+        spans = c.exec_driver_sql(
+            driver_sql(c, "SELECT count(*) FROM heartbeat WHERE thread_id = ? AND run_id IS NULL"),
+            (thread,),
+        ).scalar_one()
     with engine.connect() as c:  # the thread's latest wait (a reused id has `@run`)
         (ref,) = c.exec_driver_sql(
             driver_sql(
@@ -193,7 +211,14 @@ def _measure(url: str, thread: str, now: int, shape: str) -> dict[str, float]:
     get, response = _timed(lambda: client.get(f"/v1/waits/{rid}"))
     assert response.status_code == 200, response.text
     daemon.engine.dispose()
-    return {"full": full, "waits": report.waits, "tick": tick, "get": get, "kept": kept}
+    return {
+        "full": full,
+        "waits": report.waits,
+        "tick": tick,
+        "get": get,
+        "kept": kept,
+        "spans": spans,
+    }
 
 
 @contextmanager
@@ -285,19 +310,21 @@ def main() -> None:
     ap.add_argument("--pg", action="store_true", help="on PostgreSQL instead of SQLite")
     ap.add_argument("--ages", help="runs of the long thread at each age, e.g. 2000,10000")
     ap.add_argument("--shape", choices=SHAPES, default="plain", help="the threads' dialect")
+    ap.add_argument("--gap", type=int, help="heartbeat compaction gap, ms (default: daemon's)")
     args = ap.parse_args()
     if args.ages:
         ages([int(n) for n in args.ages.split(",")], args.pg)
         return
     runs = args.runs - args.runs % EVERY or EVERY
     now = int(time.time() * 1000)
+    gap = replace(Config(), policies=(QUIET,)).heartbeat_gap_ms if args.gap is None else args.gap
     short = [f"thread-{k:05d}" for k in range(runs // EVERY)]
     with tempfile.TemporaryDirectory() as tmp:
         with _store(args.pg, Path(tmp), "long.db") as url:
-            made, _ = _timed(lambda: _populate(url, ["thread-long"], runs, now, args.shape))
+            made, _ = _timed(lambda: _populate(url, ["thread-long"], runs, now, args.shape, gap))
             long = _measure(url, "thread-long", now, args.shape)
         with _store(args.pg, Path(tmp), "spread.db") as url:
-            _populate(url, short, EVERY, now, args.shape)
+            _populate(url, short, EVERY, now, args.shape, gap)
             spread = _measure(url, short[0], now, args.shape)
     store = "PostgreSQL" if args.pg else "SQLite"
     print(
@@ -312,6 +339,11 @@ def main() -> None:
     print(
         f"  load average {os.getloadavg()[0]:.2f}; the long thread keeps a checkpoint: "
         f"{'yes' if long['kept'] else 'no'}"
+        + (
+            f"; its thread-wide heartbeat spans: {long['spans']:,} (gap {gap} ms)"
+            if long["spans"]
+            else ""
+        )
     )
     print(
         f"  tick, 1 event  : {long['tick'] * 1000:8.1f} ms  on a short thread: "

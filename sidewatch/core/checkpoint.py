@@ -2,7 +2,13 @@
 
 A checkpoint splits a thread at a time `cut`: every wait announced before it is settled (its
 evidence closed it; time alone never reopens a wait), and the facts before it (the prefix)
-share no run or requestId with the facts after it (the suffix), and no thread-wide heartbeat.
+share no run or requestId with the facts after it (the suffix). Thread-wide heartbeats (no
+run: a beat, or a span of beats, for every wait of the thread) are in the suffix whatever
+their time (`split`): the engine gives each wait every thread-wide beat before it, so a suffix
+wait's evidence holds the prefix's beats as in the whole thread. They reach the settled waits
+before the cut as well, but change nothing the store keeps of them (a closed verdict's state,
+since, times and findings: beats only move freshness, handle and `missing`, and a closed state
+rests on none of them). They are few: spans, one a handle change or a pause in the beating.
 Interrupt ids and tool-call ids may be shared where the engine's matching cannot reach across
 the cut (`holds`: CrewAI's one interrupt id per thread, scripted tool-call ids); a shared
 interrupt id is then seeded into the suffix as a closed tombstone (`seeded`), which gives its
@@ -60,7 +66,7 @@ class Seen:
     gated: frozenset[str] = frozenset()  # tool-call ids of prefix interrupts
     results: frozenset[str] = frozenset()  # tool-call ids of prefix tool results
     subagents: frozenset[str] = frozenset()  # subagent invocations with prefix steps
-    beats: bool = False  # a service's beats are bound to the thread (thread-wide heartbeats)
+    beats: bool = False  # a service's beats are bound to one of the thread's runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +92,8 @@ def refs(facts: ThreadFacts) -> set[str]:
 
 def split(facts: ThreadFacts, cut: int) -> tuple[ThreadFacts, ThreadFacts]:
     """The prefix and the suffix of a thread at `cut`. A signal naming a requestId belongs
-    to the suffix when a suffix interrupt may have that id, whenever it was timed."""
+    to the suffix when a suffix interrupt may have that id, whenever it was timed, and a
+    thread-wide heartbeat (no run) always does: every later wait is fed it."""
 
     def parts(xs: Iterable[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         before: list[Any] = []
@@ -111,12 +118,16 @@ def split(facts: ThreadFacts, cut: int) -> tuple[ThreadFacts, ThreadFacts]:
             "runs",
             "answers",
             "tool_results",
-            "heartbeats",
             "legacy_resumes",
             "findings",
             "subagents",
         )
     }
+    beats = facts.heartbeats
+    split_["heartbeats"] = (
+        tuple(h for h in beats if h.run_id is not None and h.at < cut),
+        tuple(h for h in beats if h.run_id is None or h.at >= cut),
+    )
     prefix = ThreadFacts(
         thread_id=facts.thread_id,
         interrupts=pi,
@@ -136,7 +147,8 @@ def prefix_count(
     prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]
 ) -> int:
     """The prefix's facts as the store counts them: every fact timed before the cut (but a
-    finding the auditor wrote, seq 0, and a signal naming a requestId), plus the signals
+    finding the auditor wrote, seq 0, a signal naming a requestId, and a thread-wide
+    heartbeat, which `split` puts in the suffix), plus the signals
     (of any time, in `signals`) naming one of `requests`, the prefix waits' requestIds."""
     wanted = set(requests)
     n = (
@@ -219,8 +231,6 @@ def holds(cp: Checkpoint, suffix: ThreadFacts, result: ThreadVerdicts, seen: See
     its shared interrupt and tool-call ids cannot be matched across the cut, and it names
     nothing the suffix has."""
     if seen.count != cp.count or seen.beats:
-        return False
-    if any(h.run_id is None for h in suffix.heartbeats):  # a beat for every wait of the thread
         return False
     u = uses(suffix)
     if u.runs & seen.runs or u.subagents & seen.subagents:
@@ -355,8 +365,6 @@ def at_cut(
     if not all(w.settled_at is not None and w.settled_at < cut for w in before):
         return None
     prefix, suffix = split(facts, cut)
-    if any(h.run_id is None for h in prefix.heartbeats):
-        return None  # fed to every wait announced later
     rids = [w.evidence.request_id for w in before]
     loose = dangling(prefix, rids) | (base.dangling if base is not None else frozenset())
     if len(loose) > MAX_DANGLING:

@@ -30,7 +30,7 @@ from sidewatch.core.checkpoint import (
     uses,
 )
 from sidewatch.core.engine import PolicyFor, ThreadVerdicts, evaluate
-from sidewatch.core.facts import SignalFact, ThreadFacts
+from sidewatch.core.facts import HeartbeatFact, SignalFact, ThreadFacts
 from sidewatch.store.load import (
     _ANSWER,
     _CALL,
@@ -117,7 +117,8 @@ def _in(ids: Collection[str]) -> str:
 
 def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
     """The facts of the thread timed at or after the cut, and the signals naming a requestId
-    one of its interrupts may have (whenever they were timed), as load_threads gives them."""
+    one of its interrupts may have and the thread-wide heartbeats (whenever they were timed),
+    as load_threads gives them."""
     t, cut = cp.thread_id, cp.cut
     after = "thread_id = ? AND at >= ?"
     interrupts = _rows(conn, _INTERRUPT, after, (t, cut))
@@ -138,11 +139,23 @@ def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
         answers=tuple(_rows(conn, _ANSWER, after, (t, cut))),
         tool_results=tuple(_rows(conn, _RESULT, after, (t, cut))),
         signals=tuple(signals.values()),
-        heartbeats=tuple(_rows(conn, _HEARTBEAT, after, (t, cut))),
+        heartbeats=tuple(_beats(conn, t, cut)),
         legacy_resumes=tuple(_rows(conn, _LEGACY, after, (t, cut))),
         findings=tuple(_rows(conn, _FINDING, after, (t, cut))),
         subagents=tuple(_rows(conn, _SUBAGENT, after, (t, cut))),
     )
+
+
+def _beats(conn: Connection, thread: str, cut: int) -> list[HeartbeatFact]:
+    """The thread's heartbeats of the suffix (core.checkpoint.split): its spans from the cut
+    on, every thread-wide one (spans: one a pause or a handle change, not one a beat), and
+    the beats of services bound to the thread (store.services.expand, the first and latest
+    of each instance; `seen` keeps no checkpoint where one is bound to a run)."""
+    spans = _rows(conn, _HEARTBEAT, "thread_id = ? AND at >= ?", (thread, cut))
+    # (The thread's spans before the cut are read by time and their runs looked at: no
+    # index has heartbeats by run, as for the prefix's runs in `_held`.)
+    spans += _rows(conn, _HEARTBEAT, "thread_id = ? AND at < ? AND run_id IS NULL", (thread, cut))
+    return spans + expand(conn, [thread]).get(thread, [])
 
 
 def _early(conn: Connection, thread: str) -> int | None:
@@ -169,8 +182,10 @@ def _count(conn: Connection, cp: Checkpoint) -> int:
 def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
     """core.checkpoint.prefix_count, counted by the database over the prefix's time range."""
     before = "thread_id = ? AND at < ?"
-    tables = (*_RUN_TABLES, "heartbeat", "subagent")
+    tables = (*_RUN_TABLES, "subagent")
     parts = [f"SELECT count(*) FROM {t} WHERE {before}" for t in tables]  # noqa: S608
+    # Thread-wide heartbeats are the suffix's, whatever their time (core.checkpoint.split).
+    parts.append(f"SELECT count(*) FROM heartbeat WHERE {before} AND run_id IS NOT NULL")  # noqa: S608
     parts.append(f"SELECT count(*) FROM finding WHERE {before} AND seq <> 0")  # noqa: S608
     parts.append(f"SELECT count(*) FROM signal WHERE {before} AND request_id IS NULL")  # noqa: S608
     parts.append(
@@ -253,8 +268,16 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts) -> Seen:
         gated=frozenset(held["g"]),
         results=frozenset(held["t"]),
         subagents=frozenset(held["s"]),
-        beats=bool(expand(conn, [cp.thread_id])),
+        beats=_bound_to_runs(conn, cp.thread_id),
     )
+
+
+def _bound_to_runs(conn: Connection, thread: str) -> bool:
+    """A service is bound to one of the thread's runs: its beats are that run's heartbeats,
+    not stored as the thread's (`_held` cannot find that run in the prefix), so the thread
+    is evaluated whole. Bound to the thread, its beats are thread-wide (`_beats`)."""
+    sql = "SELECT 1 FROM service_binding WHERE thread_id = ? AND run_id IS NOT NULL LIMIT 1"
+    return conn.exec_driver_sql(driver_sql(conn, sql), (thread,)).first() is not None
 
 
 def _size(facts: ThreadFacts) -> int:
@@ -307,7 +330,8 @@ def evaluate_threads(
         except Exception as e:  # one thread never fails the others
             yield Outcome(facts.thread_id, None, False, None, had, e)
             continue
-        new = _choose(facts, result, now, run) if keep and _size(facts) > LONG else None
+        long = keep and _size(facts) > LONG and not _bound_to_runs(conn, facts.thread_id)
+        new = _choose(facts, result, now, run) if long else None
         yield Outcome(facts.thread_id, result, False, new, had)
 
 

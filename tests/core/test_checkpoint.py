@@ -38,7 +38,7 @@ from sidewatch.core.facts import (
     ToolResultFact,
     key_hash,
 )
-from sidewatch.core.model import Code, SubagentState
+from sidewatch.core.model import Code, Heartbeat, SubagentState
 from sidewatch.core.policy import DEFAULT_POLICY, Need, Policy
 from tests.core.test_engine_differential import (
     CALLS,
@@ -296,6 +296,17 @@ def asked_and_answered(draw: st.DrawFn) -> tuple[ThreadFacts, int]:
             )
         end = draw(st.sampled_from((RunMark.FINISHED, RunMark.FINISHED, RunMark.ERROR)))
         out.append(RunFact(run_id=answer, thread_id=THREAD, mark=end, at=at, seq=seq + 7))
+        if draw(st.integers(0, 2)) == 0:  # a thread-wide beat (or span: into later blocks)
+            out.append(
+                HeartbeatFact(
+                    thread_id=THREAD,
+                    at=at,
+                    seq=seq + 8,
+                    handle=draw(st.sampled_from((None, True, False))),
+                    last_at=draw(st.sampled_from((None, at + 2 * MIN, at + 60 * MIN))),
+                    last_seq=seq + 8,
+                )
+            )
         at += draw(st.sampled_from((1, MIN, 10 * MIN)))
     return _thread(out), at + draw(st.integers(0, 20 * MIN))
 
@@ -348,7 +359,7 @@ def test_a_checkpoint_resumed_at_every_cut_gives_the_whole_evaluation(
     history: tuple[ThreadFacts, int], pair: tuple[Policy, Policy], wait: int, beats: bool
 ) -> None:
     facts, now = history
-    if not beats:  # without thread-wide heartbeats (one keeps every cut from holding)
+    if not beats:  # without thread-wide heartbeats (in the suffix whatever their time)
         facts = _thread([f for f in _arrived(facts) if not _thread_wide(f)])
     deploys, default = pair
 
@@ -404,29 +415,29 @@ def _policy(action: str | None, reason: str | None) -> Policy:
     return replace(DEFAULT_POLICY, route=Need.IGNORED, handle=Need.IGNORED, heartbeat=Need.IGNORED)
 
 
-def _checkpoint(facts: ThreadFacts, now: int) -> Checkpoint:
-    cp = choose(facts, evaluate(facts, _policy, now), now, lambda f: evaluate(f, _policy, now))
+def _checkpoint(facts: ThreadFacts, now: int, policy: Any = _policy) -> Checkpoint:
+    cp = choose(facts, evaluate(facts, policy, now), now, lambda f: evaluate(f, policy, now))
     assert cp is not None
     return cp
 
 
-def _holds(first: list[object], more: list[object], now: int) -> bool:
+def _holds(first: list[object], more: list[object], now: int, policy: Any = _policy) -> bool:
     thread = _thread(first)
-    cp = _checkpoint(thread, now)
+    cp = _checkpoint(thread, now, policy)
     recorded = [
         w.evidence.request_id
-        for w in evaluate(thread, _policy, now).waits
+        for w in evaluate(thread, policy, now).waits
         if w.evidence.requested_at < cp.cut
     ]
     facts = _thread(first + more)
     prefix, suffix = split(facts, cp.cut)
     seen = seen_in(prefix, recorded, facts.signals)
-    part = evaluate(seeded(suffix, seen, cp.cut), _policy, now)
+    part = evaluate(seeded(suffix, seen, cp.cut), policy, now)
     if not holds(cp, suffix, part, seen):
         return False
-    whole = evaluate(facts, _policy, now)  # where it holds, it gives the whole thread's
+    whole = evaluate(facts, policy, now)  # where it holds, it gives the whole thread's
     assert [w for w in whole.waits if w.evidence.requested_at >= cp.cut] == list(part.waits)
-    assert _records(whole, cp.cut) == _records(evaluate(thread, _policy, now), cp.cut)
+    assert _records(whole, cp.cut) == _records(evaluate(thread, policy, now), cp.cut)
     return True
 
 
@@ -473,9 +484,66 @@ def test_a_lone_answer_before_the_cut_is_dangling_and_a_wait_with_its_id_ends_it
     assert not _holds(first, [wait], NOW)
 
 
-def test_a_thread_wide_heartbeat_after_the_cut_ends_it() -> None:
-    beat = HeartbeatFact(thread_id=THREAD, at=NOW, seq=10**6)
-    assert not _holds(_long_thread(6), [beat], NOW)
+def _beat(at: int, seq: int, **kw: Any) -> HeartbeatFact:
+    return HeartbeatFact(thread_id=THREAD, at=at, seq=seq, **kw)
+
+
+def _beating(waits: int) -> list[object]:
+    """The long thread, beating thread-wide through it: a beat after each wait's answer, the
+    last one a span that goes on past the last wait's run (so past any cut) to NOW + MIN."""
+    beats = [_beat(n * 10 * MIN + 2 * MIN, 10**5 + n, handle=True) for n in range(waits - 1)]
+    last = (waits - 1) * 10 * MIN - MIN
+    beats.append(_beat(last, 10**5 + waits, handle=True, last_at=NOW + MIN, last_seq=10**7))
+    return [*_long_thread(waits), *beats]
+
+
+def test_a_thread_wide_heartbeat_after_the_cut_keeps_the_checkpoint() -> None:
+    assert _holds(_long_thread(6), [_beat(NOW, 10**6)], NOW)
+
+
+def test_a_thread_beating_thread_wide_is_cut_and_its_beats_stay_in_the_suffix() -> None:
+    first = _thread(_beating(6))
+    cp = _checkpoint(first, NOW)
+    assert cp.cut == 5 * 10 * MIN
+    prefix, suffix = split(first, cp.cut)
+    assert prefix.heartbeats == ()
+    assert suffix.heartbeats == first.heartbeats  # every later wait is fed each of them
+
+
+def test_a_wait_after_the_cut_gets_the_thread_wide_beats_before_it() -> None:
+    policy = replace(_policy(None, None), heartbeat=Need.REQUIRED, handle=Need.REQUIRED)
+    first, more = _beating(6), _later_wait("new")
+    assert _holds(first, more, NOW + MIN, lambda a, r: policy)  # equal to the whole thread's
+    new = evaluate(_thread(first + more), lambda a, r: policy, NOW + MIN).waits[-1]
+    assert new.evidence.interrupt_id == "new"
+    beats = [i for i in new.evidence.items if isinstance(i, Heartbeat)]
+    assert [b.at for b in beats] == [h.at for h in _beating(6) if isinstance(h, HeartbeatFact)]
+    # The span from before the cut keeps it fresh with a handle (its beats arrived later).
+    assert new.verdict is not None and new.verdict.missing == ()
+
+
+def test_a_thread_wide_beat_timed_before_the_cut_that_arrived_later_keeps_it() -> None:
+    # The thread-wide beats are the suffix's: not in the prefix's count.
+    assert _holds(_beating(6), [_beat(MIN + 1, 10**6, handle=False)], NOW)
+
+
+def test_a_run_s_beat_timed_before_the_cut_that_arrived_later_ends_it() -> None:
+    assert not _holds(_beating(6), [_beat(MIN + 1, 10**6, run_id="ask-1")], NOW)
+
+
+def test_a_thread_wide_beat_after_the_cut_leaves_the_settled_waits_records() -> None:
+    # Fed to every wait, the settled ones too: their verdicts' `missing` changes (the beat
+    # reached them), what the store keeps of them does not (a closed state rests on no beat).
+    policy = replace(_policy(None, None), heartbeat=Need.REQUIRED, handle=Need.REQUIRED)
+    first = _long_thread(6)
+    more = [_beat(NOW, 10**6, handle=False)]
+
+    def settled(facts: list[object]) -> Any:
+        return evaluate(_thread(facts), lambda a, r: policy, NOW).waits[0]
+
+    before, after = settled(first), settled(first + more)
+    assert before.verdict.missing != after.verdict.missing
+    assert _holds(first, more, NOW, lambda a, r: policy)  # records compared there
 
 
 def test_a_wait_after_the_cut_with_the_requestid_of_a_settled_wait_ends_it() -> None:

@@ -573,3 +573,151 @@ def test_a_signal_naming_a_settled_wait_after_the_cut_makes_the_thread_evaluated
 
     assert [[THREAD]] == loads
     assert _whole(store, now + 600_000) == _states(store)
+
+
+# Heartbeats matter: a wait waits on a fresh heartbeat and a resume handle.
+BEATING = replace(QUIET, handle=Need.REQUIRED, heartbeat=Need.REQUIRED)
+
+
+def _thread_beat(at: int, handle: str | None = "ckpt") -> dict[str, Any]:
+    """A heartbeat of the thread (no run): for every wait of it, earlier or later."""
+    value = {"threadId": THREAD, "resumeHandle": handle}
+    return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
+
+
+def _beats_whole(store: Store, now: int) -> dict[str, Any]:
+    (facts,) = store.threads([THREAD])
+    return {
+        w.evidence.request_id: (w.evidence.items, w.verdict)
+        for w in evaluate(facts, lambda a, r: BEATING, now).waits
+    }
+
+
+@pytest.fixture
+def beating_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The long thread, beating thread-wide (spans: a row a beat here, no compaction gap)
+    after every wait's approval, the last beat after the last wait."""
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    lines += [_thread_beat(START + i * 1000 + 500) for i in range(5, RUNS + 1, 10)]
+    _ingest(store, lines, START)
+    yield store
+    store.engine.dispose()
+
+
+def test_a_thread_beating_thread_wide_resumes_from_its_cut_with_the_beats_before_it(
+    beating_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = beating_thread
+    now = START + 100_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000  # thread-wide beats before it keep no cut from holding
+    loads = _whole_loads(monkeypatch)
+
+    # A new beat, after the cut: the last wait is fresh again.
+    _ingest(store, [_thread_beat(now + 500_000)], now + 500_000)
+    report = auditor.tick(now + 600_000)
+
+    assert [] == loads  # from the checkpoint: the history is not read
+    assert 1 == report.waits  # the open wait only
+    whole = _beats_whole(store, now + 600_000)
+    last = f"{THREAD}/approve-{RUNS}"
+    body = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert [] == loads  # the GET of the last wait from the checkpoint too
+    assert body is not None and body["state"] == whole[last][1].state.value == "WAITING"
+    # Its timeline holds every beat of the thread before it, as the whole thread gives it.
+    beats = [i for i in whole[last][0] if type(i).__name__ == "Heartbeat"]
+    assert len(beats) == len(range(5, RUNS + 1, 10)) + 1
+    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    again = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert [[THREAD]] == loads  # evaluated whole: the same body, timeline and all
+    assert again is not None and sum(i["kind"] == "heartbeat" for i in again["timeline"]) == 7
+    assert again == body
+
+
+def test_a_thread_wide_beat_timed_before_the_cut_arriving_later_keeps_the_checkpoint(
+    beating_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = beating_thread
+    now = START + 100_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+
+    _ingest(store, [_thread_beat(START + 1, handle=None)], now)  # a late one: handle gone
+    auditor.tick(now + 600_000)
+
+    # The prefix is counted (the mark is before the cut); its count has no thread-wide beat.
+    assert ([THREAD], []) == (counts, loads)
+    whole = _beats_whole(store, now + 600_000)
+    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
+
+
+def _service(at: int, **thread: str) -> dict[str, Any]:
+    """A beat of instance A of the service `billing` (durable); with `threadId` (and
+    `runId`), it binds that thread's waits (of that run) to the service."""
+    value = {**thread, "service": "billing", "instance": "A", "durable": True}
+    return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
+
+
+@pytest.fixture
+def bound_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The long thread, bound to the service `billing` from its start (no run: every wait)."""
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    lines = [_service(START - 1, threadId=THREAD)]
+    lines += [line for i in range(1, RUNS + 1) for line in _run(i)]
+    _ingest(store, [*lines, _service(START + 30_000)], START)
+    yield store
+    store.engine.dispose()
+
+
+def test_a_thread_bound_to_a_service_resumes_from_its_cut_with_the_service_s_beats(
+    bound_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = bound_thread
+    now = START + 100_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000
+    loads = _whole_loads(monkeypatch)
+
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new, _service(now + 500_000)], now)
+    auditor.tick(now + 600_000)
+    last = f"{THREAD}/approve-{RUNS}"
+    body = Read(store, auditor.policy_for).wait(last, now + 600_000)
+
+    assert [] == loads  # the tick and the GET from the checkpoint
+    whole = _beats_whole(store, now + 600_000)
+    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    again = Read(store, auditor.policy_for).wait(last, now + 600_000)
+    assert again is not None and again["state"] == "WAITING"  # kept fresh by the service
+    assert again == body
+
+
+def test_a_thread_with_a_service_bound_to_one_of_its_runs_keeps_no_checkpoint(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    bind = _service(START + RUNS * 1000 + 1, threadId=THREAD, runId=f"run-{RUNS}")
+    _ingest(store, [*lines, bind, _service(START + 90_000)], START)
+    Auditor(store, (BEATING,)).tick(START + 100_000)
+    with store.engine.connect() as c:
+        kept = c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    store.engine.dispose()
+    # Its beats are that run's, not stored as the thread's: the store cannot tell whether the
+    # run is before the cut, so none is kept (one would be taken, then never hold).
+    assert 0 == kept
