@@ -125,45 +125,6 @@ def _records(result: Any, cut: int) -> list[tuple[object, ...]]:
 HASHED = {key_hash(k): k for k in (*INTERRUPTS, *CALLS, "field")}
 
 
-def _epochs(facts: ThreadFacts, bounds: list[int], beats: bool) -> ThreadFacts:
-    """The history with its shared ids (runs, interrupts, calls, requestIds) renamed by the
-    epoch of each fact's time: ids repeat within an epoch, never across. Then cuts between
-    epochs hold, and the waits before and after them are compared. Without `beats`, no
-    thread-wide heartbeat (one keeps every cut from holding)."""
-
-    def epoch(at: int) -> int:
-        return sum(1 for b in bounds if b <= at)
-
-    def name(x: str | None, at: int) -> str | None:
-        return None if x is None or x.startswith("run ") else f"{x}#{epoch(at)}"
-
-    def rid(x: str | None, at: int) -> str | None:
-        if x is None:
-            return None
-        for iid in INTERRUPTS:
-            if x.startswith(f"{THREAD}/{iid}"):
-                tail = x[len(f"{THREAD}/{iid}") :]
-                run = f"@{name(tail[1:], at)}" if tail else ""
-                return f"{THREAD}/{iid}#{epoch(at)}{run}"
-        return f"{x}#{epoch(at)}"
-
-    def one(f: Any) -> Any:
-        changes: dict[str, Any] = {}
-        for field in ("run_id", "interrupt_id", "tool_call_id"):
-            if hasattr(f, field):
-                changes[field] = name(getattr(f, field), f.at)
-        if hasattr(f, "request_id"):
-            changes["request_id"] = rid(f.request_id, f.at)
-        if isinstance(f, LegacyResumeFact):
-            changes["entries"] = tuple(
-                (key_hash(f"{HASHED[h]}#{epoch(f.at)}"), c, d) for h, c, d in f.entries
-            )
-        return replace(f, **changes)
-
-    kept = [f for f in _arrived(facts) if beats or not _thread_wide(f)]
-    return _thread([one(f) for f in kept])
-
-
 def _thread_wide(f: object) -> bool:
     return isinstance(f, HeartbeatFact) and f.run_id is None
 
@@ -374,10 +335,6 @@ def test_a_checkpoint_resumed_at_every_cut_gives_the_whole_evaluation(
             _resumed(first, facts, cut, policy_for, now, now + wait)
     for cut in cuts:  # everything arrived before the checkpoint
         _resumed(facts, facts, cut, policy_for, now, now + wait)
-
-
-def _thread_wide(f: object) -> bool:
-    return isinstance(f, HeartbeatFact) and f.run_id is None
 
 
 def _long_thread(waits: int) -> list[object]:
