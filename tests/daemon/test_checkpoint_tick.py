@@ -18,7 +18,7 @@ from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
-from sidewatch.core.policy import DEFAULT_POLICY, Need
+from sidewatch.core.policy import DEFAULT_POLICY, Need, Policy
 from sidewatch.store import checkpoint as stored
 from sidewatch.store import repo
 from sidewatch.store.auditstate import AuditState
@@ -98,11 +98,8 @@ def test_a_tick_after_a_new_event_reads_only_the_suffix_and_gives_the_whole_verd
 ) -> None:
     store = long_thread
     now = START + 100_000
-    auditor = Auditor(store, (QUIET,))
-    auditor.tick(now)
-    with store.engine.connect() as c:
-        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
-    assert cut == START + RUNS * 1000  # the run of the last wait: all before are settled
+    # The cut is the run of the last wait: all before are settled.
+    auditor = _cut_at_last_run(store, QUIET, now)
     loads = _whole_loads(monkeypatch)
 
     new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
@@ -450,11 +447,7 @@ def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_it
 ) -> None:
     store = crew_thread
     now = START + 100_000
-    auditor = Auditor(store, (QUIET,))
-    auditor.tick(now)
-    with store.engine.connect() as c:
-        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
-    assert cut == START + RUNS * 1000
+    auditor = _cut_at_last_run(store, QUIET, now)
     loads = _whole_loads(monkeypatch)
     new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
     _ingest(store, [new], now)
@@ -611,11 +604,8 @@ def test_a_thread_beating_thread_wide_resumes_from_its_cut_with_the_beats_before
 ) -> None:
     store = beating_thread
     now = START + 100_000
-    auditor = Auditor(store, (BEATING,))
-    auditor.tick(now)
-    with store.engine.connect() as c:
-        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
-    assert cut == START + RUNS * 1000  # thread-wide beats before it keep no cut from holding
+    # Thread-wide beats before it keep no cut from holding.
+    auditor = _cut_at_last_run(store, BEATING, now)
     loads = _whole_loads(monkeypatch)
 
     # A new beat, after the cut: the last wait is fresh again.
@@ -683,11 +673,7 @@ def test_a_thread_bound_to_a_service_resumes_from_its_cut_with_the_service_s_bea
 ) -> None:
     store = bound_thread
     now = START + 100_000
-    auditor = Auditor(store, (BEATING,))
-    auditor.tick(now)
-    with store.engine.connect() as c:
-        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
-    assert cut == START + RUNS * 1000
+    auditor = _cut_at_last_run(store, BEATING, now)
     loads = _whole_loads(monkeypatch)
 
     new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
@@ -721,3 +707,14 @@ def test_a_thread_with_a_service_bound_to_one_of_its_runs_keeps_no_checkpoint(
     # Its beats are that run's, not stored as the thread's: the store cannot tell whether the
     # run is before the cut, so none is kept (one would be taken, then never hold).
     assert 0 == kept
+
+
+def _cut_at_last_run(store: Store, policy: Policy, now: int) -> Auditor:
+    """A first tick at `now`, which cuts the thread at the run of its last wait (every wait
+    before it settled); the auditor, to tick again."""
+    auditor = Auditor(store, (policy,))
+    auditor.tick(now)
+    with store.engine.connect() as c:
+        (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
+    assert cut == START + RUNS * 1000
+    return auditor
