@@ -152,8 +152,7 @@ def _beats(conn: Connection, thread: str, cut: int) -> list[HeartbeatFact]:
     the beats of services bound to the thread (store.services.expand, the first and latest
     of each instance; `seen` keeps no checkpoint where one is bound to a run)."""
     spans = _rows(conn, _HEARTBEAT, "thread_id = ? AND at >= ?", (thread, cut))
-    # (The thread's spans before the cut are read by time and their runs looked at: no
-    # index has heartbeats by run, as for the prefix's runs in `_held`.)
+    # The thread-wide spans before the cut by the (thread, run, at) index: not the prefix's.
     spans += _rows(conn, _HEARTBEAT, "thread_id = ? AND at < ? AND run_id IS NULL", (thread, cut))
     return spans + expand(conn, [thread]).get(thread, [])
 
@@ -197,11 +196,11 @@ def _prefix_count(conn: Connection, cp: Checkpoint) -> int:
 
 
 # (table, column) with an index that begins (thread_id, column): the prefix's rows of a few
-# ids are looked up in it. The others (a heartbeat's or finding's run, a tool call's id in
-# tool_call) have none: their rows of the thread before the cut are read by time.
+# ids are looked up in it. The others (a finding's run, a tool call's id in tool_call) have
+# none: their rows of the thread before the cut are read by time.
 _KEYED = frozenset(
     {
-        *((t, "run_id") for t in (*_RUN_TABLES, "subagent")),
+        *((t, "run_id") for t in (*_RUN_TABLES, "heartbeat", "subagent")),
         ("subagent", "subagent_run_id"),
         ("tool_result", "tool_call_id"),
         ("interrupt", "tool_call_id"),

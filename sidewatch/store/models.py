@@ -247,6 +247,9 @@ HeartbeatRow = Table(
     _ms("last_seq"),
     _int("beats"),
     Index("ix_heartbeat_thread_at", "thread_id", "at"),
+    # A checkpoint's look at the prefix by run, and the thread-wide spans (run NULL) before
+    # its cut (store.checkpoint): by key, not along the thread's history.
+    Index("ix_heartbeat_thread_run_at", "thread_id", "run_id", "at"),
     # Retention's walk over spans by first beat (store.retention._unknown_beats): not by last
     # beat, which a span extended in place changes (on PostgreSQL no update would be HOT).
     Index("ix_heartbeat_at", "at", "id"),

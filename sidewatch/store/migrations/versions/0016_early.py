@@ -25,11 +25,13 @@ def upgrade() -> None:
     with op.batch_alter_table("dirty_thread") as batch:
         batch.add_column(sa.Column("early", sa.BigInteger(), nullable=True))
     op.create_index("ix_subagent_thread_invocation", "subagent", ["thread_id", "subagent_run_id"])
+    op.create_index("ix_heartbeat_thread_run_at", "heartbeat", ["thread_id", "run_id", "at"])
     op.execute("DELETE FROM thread_checkpoint")
 
 
 def downgrade() -> None:
     # Lossless: a checkpoint still holds its prefix's count, which 0014 checks.
+    op.drop_index("ix_heartbeat_thread_run_at", table_name="heartbeat")
     op.drop_index("ix_subagent_thread_invocation", table_name="subagent")
     with op.batch_alter_table("dirty_thread") as batch:
         batch.drop_column("early")
