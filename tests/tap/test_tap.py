@@ -66,7 +66,8 @@ def _wait(server: Server, request_id: str, state: str | None = None) -> dict:
     deadline = time.monotonic() + 15
     body: dict = {}
     while time.monotonic() < deadline:
-        r = httpx.get(f"{server.url}/v1/waits/{request_id}")
+        # Up to the deadline: on a loaded machine one answer can take longer than httpx's 5 s.
+        r = httpx.get(f"{server.url}/v1/waits/{request_id}", timeout=15)
         if r.status_code == 200:
             body = r.json()
             if state is None or body["state"] == state:
