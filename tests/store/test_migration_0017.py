@@ -21,7 +21,7 @@ from tests.store.test_migration_0013 import _counts, _to
 
 def _count(store: Store, table: str) -> int:
     with store.engine.connect() as c:
-        return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())  # noqa: S608
+        return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
 
 
 def test_a_0016_store_upgrades_without_loss_and_takes_its_checkpoints_again_with_bodies(
