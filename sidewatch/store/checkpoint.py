@@ -7,7 +7,10 @@ resumed evaluation reads what the suffix holds, not the thread's history. A fact
 before the cut that arrived since shows in the thread's dirty mark (its earliest time); only
 then is the prefix counted (a range count, in the database), and a changed count makes the
 thread evaluated whole (`_count`). Checkpoints are written by the auditor in the transaction
-of the verdicts they rest on (AuditState.save).
+of the verdicts they rest on (AuditState.save), with the bodies the read API shows of the waits
+they settle (`settled_wait`, app.audit._settled): a GET of such a wait is served from its body
+once the suffix shows that the checkpoint still holds (`evaluate_threads`, `want`), without
+reading the history; a dropped checkpoint takes its bodies with it (`write`).
 """
 
 from __future__ import annotations
