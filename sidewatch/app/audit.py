@@ -21,7 +21,7 @@ import orjson
 
 from sidewatch.app.read import settled_body
 from sidewatch.core.checkpoint import Checkpoint
-from sidewatch.core.engine import evaluate
+from sidewatch.core.engine import Evaluated, evaluate
 from sidewatch.core.facts import FindingFact, ThreadFacts
 from sidewatch.core.model import (
     CLOSED_STATES,
@@ -422,14 +422,14 @@ def _settled(out: Outcome, cut: int, now: int) -> list[tuple[str, str, int, int,
     evaluated whole, store.checkpoint.evaluate_threads); the others are not, and their GET
     evaluates the thread whole."""
     rows: list[tuple[str, str, int, int, bytes]] = []
+    taken: set[str] = set()
     for w in out.result.waits if out.result is not None else ():
         ev, v = w.evidence, w.verdict
-        if ev.requested_at >= cut or v is None or not v.closed:
-            continue
-        steps = ev.subagent.steps if ev.subagent is not None else ()
-        if any(isinstance(i, Heartbeat) or i.at > now for i in ev.items) or any(
-            s.at > now for s in steps
-        ):
+        # Two waits of a thread may have one requestId (a producer's): its GET shows the
+        # first announced, as a whole evaluation does; the later one is not stored.
+        first = ev.request_id not in taken
+        taken.add(ev.request_id)
+        if v is None or not first or not settles(w, cut, now):
             continue
         try:
             body = pack(settled_body(ev, v))
@@ -438,6 +438,19 @@ def _settled(out: Outcome, cut: int, now: int) -> list[tuple[str, str, int, int,
             continue
         rows.append((ev.thread_id, ev.request_id, now, v.since, body))
     return rows
+
+
+def settles(w: Evaluated, cut: int, now: int) -> bool:
+    """Whether the body of `w` (evaluated at `now`) is stored as settled before `cut`
+    (`_settled`): announced before it, closed, no heartbeat in its timeline, and every item
+    and subagent step timed by `now`."""
+    ev, v = w.evidence, w.verdict
+    if ev.requested_at >= cut or v is None or not v.closed:
+        return False
+    steps = ev.subagent.steps if ev.subagent is not None else ()
+    return not any(isinstance(i, Heartbeat) or i.at > now for i in ev.items) and all(
+        s.at <= now for s in steps
+    )
 
 
 def _joined(
