@@ -236,3 +236,29 @@ def test_new_policies_and_a_dropped_checkpoint_drop_the_stored_bodies(
 
     with store.engine.connect() as c:
         assert 0 == c.execute(text("SELECT count(*) FROM settled_wait")).scalar_one()
+
+
+def test_two_settled_waits_sharing_a_producer_s_request_id_store_the_first(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url))
+    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    for line in lines:  # approve-20 and approve-30 carry one requestId
+        for it in line.get("outcome", {}).get("interrupts", ()):
+            if it["id"] in ("approve-20", "approve-30"):
+                it["metadata"] = {"requestId": "dup"}
+    _ingest(store, lines, START)
+    auditor = Auditor(store, (QUIET,))
+
+    report = auditor.tick(NOW)
+
+    assert 0 == report.errors
+    with store.engine.connect() as c:
+        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+        kept = c.execute(text("SELECT request_id FROM settled_wait")).scalars().all()
+    assert 1 == kept.count("dup")
+    served = _get(store, auditor.policy_for, "dup", NOW + 1000)
+    assert "approve-20" == served["interruptId"]
+    assert _whole_gets(store, auditor.policy_for, ["dup"], NOW + 1000)["dup"] == served
+    store.engine.dispose()
