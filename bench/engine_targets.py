@@ -6,7 +6,8 @@ comparison measured in the same run:
 - a tick after one new event on that long thread, beside the same tick after one new event on
   one of the short threads (target < 50 ms);
 - `GET /v1/waits/{requestId}` of a wait on the long thread through the daemon's HTTP app,
-  beside the same request for a wait on a short thread (target < 50 ms).
+  beside the same request for a wait on a short thread (target < 50 ms); its latest (open)
+  wait, and its oldest (settled before the checkpoint's cut: served from its stored body).
 
     .venv/bin/python bench/engine_targets.py [--runs 10000] [--pg] [--shape SHAPE]
     .venv/bin/python bench/engine_targets.py --ages 2000,10000 [--pg]
@@ -206,16 +207,31 @@ def _measure(url: str, thread: str, now: int, shape: str) -> dict[str, float]:
             ),
             (thread,),
         ).one()
+        (first,) = c.exec_driver_sql(  # its oldest wait: settled before a cut, if kept
+            driver_sql(
+                c,
+                "SELECT request_id FROM wait_state WHERE thread_id = ? "
+                "ORDER BY requested_at LIMIT 1",
+            ),
+            (thread,),
+        ).one()
     engine.dispose()
     rid = quote(str(ref), safe="")
     get, response = _timed(lambda: client.get(f"/v1/waits/{rid}"))
     assert response.status_code == 200, response.text
+    old = quote(str(first), safe="")
+    old_get = _median(lambda k: client.get(f"/v1/waits/{old}"))
+    response = client.get(f"/v1/waits/{old}")
+    assert response.status_code == 200, response.text
+    old_state = response.json()["state"]
     daemon.engine.dispose()
     return {
         "full": full,
         "waits": report.waits,
         "tick": tick,
         "get": get,
+        "old": old_get,
+        "old state": old_state,
         "kept": kept,
         "spans": spans,
     }
@@ -352,6 +368,11 @@ def main() -> None:
     print(
         f"  GET one wait   : {long['get'] * 1000:8.1f} ms  on a short thread: "
         f"{spread['get'] * 1000:8.1f} ms  (target < 50 ms)"
+    )
+    print(
+        f"  GET oldest wait: {long['old'] * 1000:8.1f} ms  on a short thread: "
+        f"{spread['get'] * 1000:8.1f} ms  (target < 50 ms; median of 5, {long['old state']}; "
+        f"load {os.getloadavg()[0]:.2f})"
     )
 
 

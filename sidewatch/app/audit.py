@@ -19,13 +19,15 @@ from typing import Any
 
 import orjson
 
+from sidewatch.app.read import settled_body
 from sidewatch.core.checkpoint import Checkpoint
-from sidewatch.core.engine import evaluate
+from sidewatch.core.engine import Evaluated, evaluate
 from sidewatch.core.facts import FindingFact, ThreadFacts
 from sidewatch.core.model import (
     CLOSED_STATES,
     NEXT_MOVE,
     OWNER,
+    Heartbeat,
     Missing,
     State,
     Thresholds,
@@ -47,7 +49,7 @@ from sidewatch.exporters.snapshot import (
 )
 from sidewatch.report.verdicts import evidence_json, thresholds_of
 from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
-from sidewatch.store.checkpoint import Outcome
+from sidewatch.store.checkpoint import Outcome, pack
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
 from sidewatch.store.retention import Pruned, Retention
@@ -222,7 +224,7 @@ class Auditor:
         for g in groups:
             if g.thread in marks and g.thread not in keep:
                 g.cleared.append((g.thread, marks[g.thread]))
-            _checkpoint(g, g.thread in keep)
+            _checkpoint(g, g.thread in keep, now)
         rest = _Group("")  # the marks of threads that hold no facts: nothing to evaluate
         rest.cleared = [(t, marks[t]) for t in threads if t in marks and t not in grouped]
         saved, refused = self._save([*groups, rest])
@@ -382,6 +384,8 @@ class _Group:
     outcome: Outcome | None = None
     checkpoint: list[Checkpoint] = field(default_factory=list)  # to keep: saved with it
     dropped: list[str] = field(default_factory=list)
+    settled: list[tuple[str, str, int, int, bytes]] = field(default_factory=list)  # bodies
+    renewed: list[str] = field(default_factory=list)  # its old bodies deleted first
 
 
 def _evaluated(outcomes: Iterable[Outcome]) -> Iterator[tuple[str, str]]:
@@ -391,16 +395,62 @@ def _evaluated(outcomes: Iterable[Outcome]) -> Iterator[tuple[str, str]]:
             yield w.evidence.thread_id, w.evidence.request_id
 
 
-def _checkpoint(g: _Group, failed: bool) -> None:
+def _checkpoint(g: _Group, failed: bool, now: int) -> None:
     """The thread's checkpoint to save with its verdicts: a new one only when every verdict
-    of the thread is saved with it; the old one dropped when it no longer held."""
+    of the thread is saved with it, with the bodies of the waits it settles; the old one
+    dropped (its bodies too) when it no longer held."""
     out = g.outcome
     if out is None:
         return
     if out.checkpoint is not None and not failed:
         g.checkpoint.append(out.checkpoint)
+        g.settled += _settled(out, out.checkpoint.cut, now)
+        if not out.resumed:  # evaluated whole: every body before the cut is written again
+            g.renewed.append(g.thread)
     elif out.had and not out.resumed:
         g.dropped.append(g.thread)
+
+
+def _settled(out: Outcome, cut: int, now: int) -> list[tuple[str, str, int, int, bytes]]:
+    """The stored bodies (read.settled_body, packed) of the waits before `cut`, evaluated at
+    `now`: the GET of one and the list serve them while the checkpoint holds. A closed
+    verdict is the same at any later time (core.health: a closed state, its since and
+    transitions are fixed; `missing`, `uncertain` and `lastHeartbeatAt` move only with
+    heartbeats; a subagent's state by its steps until then) when every item of the wait and
+    step of its subagent is timed by `now` and none is a heartbeat. Only such waits are
+    stored (a thread-wide beat reaches every wait, settled or not: with one, the thread is
+    evaluated whole, store.checkpoint.evaluate_threads); the others are not, and their GET
+    evaluates the thread whole."""
+    rows: list[tuple[str, str, int, int, bytes]] = []
+    taken: set[str] = set()
+    for w in out.result.waits if out.result is not None else ():
+        ev, v = w.evidence, w.verdict
+        # Two waits of a thread may have one requestId (a producer's): its GET shows the
+        # first announced, as a whole evaluation does; the later one is not stored.
+        first = ev.request_id not in taken
+        taken.add(ev.request_id)
+        if v is None or not first or not settles(w, cut, now):
+            continue
+        try:
+            body = pack(settled_body(ev, v))
+        except Exception:  # only a speed-up: its GET evaluates the thread whole
+            log.exception("wait %s could not be stored settled", ev.request_id)
+            continue
+        rows.append((ev.thread_id, ev.request_id, now, v.since, body))
+    return rows
+
+
+def settles(w: Evaluated, cut: int, now: int) -> bool:
+    """Whether the body of `w` (evaluated at `now`) is stored as settled before `cut`
+    (`_settled`): announced before it, closed, no heartbeat in its timeline, and every item
+    and subagent step timed by `now`."""
+    ev, v = w.evidence, w.verdict
+    if ev.requested_at >= cut or v is None or not v.closed:
+        return False
+    steps = ev.subagent.steps if ev.subagent is not None else ()
+    return not any(isinstance(i, Heartbeat) or i.at > now for i in ev.items) and all(
+        s.at <= now for s in steps
+    )
 
 
 def _joined(
@@ -418,6 +468,8 @@ def _checkpoints(groups: list[_Group]) -> dict[str, Any]:
     return {
         "checkpoints": [x for g in groups for x in g.checkpoint],
         "dropped": [x for g in groups for x in g.dropped],
+        "settled": [x for g in groups for x in g.settled],
+        "renewed": [x for g in groups for x in g.renewed],
     }
 
 

@@ -19,6 +19,7 @@ from sidewatch.core.model import (
     Route,
     RunEvent,
     SubagentState,
+    Verdict,
     WaitEvidence,
 )
 from sidewatch.core.policy import Policy
@@ -73,10 +74,12 @@ def _waits(
     changed = set(recorded.due(now)) | {t for t, _ in recorded.dirty()}
     pick = _Pick(states, {rid for rid, _ in chosen}, changed, now)
     found = _found(store, policy_for, wanted.keys() | changed, wanted, pick)
-    # A long thread is read from its checkpoint (store.checkpoint), unless a wait chosen is
-    # before its cut. Its settled waits there, not evaluated, are closed and recorded as they
-    # stay: they may rank only when closed states are listed and the recorded ones filled the
-    # limit (else each would be chosen). Those that rank are evaluated, their thread whole.
+    # A long thread is read from its checkpoint (store.checkpoint); a wait chosen before its
+    # cut is its stored body (or the thread whole, without one). Its settled waits there, not
+    # evaluated, are closed and recorded as they stay: they may rank only when closed states
+    # are listed and the recorded ones filled the limit (else each would be chosen). Those
+    # that rank are read again: their stored bodies where the checkpoint still holds, else
+    # their thread evaluated whole.
     if len(chosen) == limit and not _CLOSED.isdisjoint(states):
         top = _top(found, limit)
         until = top[-1][0] if len(top) == limit else None
@@ -158,6 +161,11 @@ def _found(
                     continue
                 if v.state.value in pick.states:
                     f.rows.append((v.since, body["requestId"], o.thread_id, body))
+        for rid, settled in o.settled.items():  # asked for, settled before the cut: stored
+            shown = {k: x for k, x in settled.body.items() if k != "timeline"}
+            f.rids.add(rid)
+            if shown["state"] in pick.states:
+                f.rows.append((settled.since, shown["requestId"], o.thread_id, shown))
     return out
 
 
@@ -171,32 +179,46 @@ def _wait(
     store: Store, recorded: AuditState, policy_for: PolicyFor, request_id: str, now: int
 ) -> dict[str, Any] | None:
     # Looked up, never parsed: ids may hold `/` and `@`.
-    # A long thread from its checkpoint, when the wait is after its cut (store.checkpoint).
+    # A long thread from its checkpoint, when the wait is after its cut (store.checkpoint);
+    # one settled before it is its stored body, while the checkpoint holds.
     threads = store.threads_of(request_id)
     want = {thread: {request_id} for thread in threads}
     for out in store.evaluations(threads, policy_for, now, keep=False, want=want):
         if out.result is None:
             raise out.error or ValueError("not evaluated")
-        for w in out.result.waits:
+        found = out.settled.get(request_id)
+        body = None if found is None else found.body
+        for w in out.result.waits if body is None else ():
             ev, v = w.evidence, w.verdict
             if ev.request_id != request_id:
                 continue
             if v is None:
                 raise w.error or ValueError("no verdict")
-            body = verdict_json(ev, v)
-            body["evaluatedAt"] = iso(now)
-            body["timeline"] = _timeline(ev)
-            body["transitions"] = [
-                {
-                    "from": t.from_state,
-                    "to": t.to_state,
-                    "at": iso(t.at),
-                    "recordedAt": iso(t.recorded_at),
-                }
-                for t in recorded.transitions_of(request_id)
-            ]
-            return body
+            body = settled_body(ev, v)
+            break
+        if body is None:
+            continue
+        timeline = body.pop("timeline")
+        body["evaluatedAt"] = iso(now)
+        body["timeline"] = timeline
+        body["transitions"] = [
+            {
+                "from": t.from_state,
+                "to": t.to_state,
+                "at": iso(t.at),
+                "recordedAt": iso(t.recorded_at),
+            }
+            for t in recorded.transitions_of(request_id)
+        ]
+        return body
     return None
+
+
+def settled_body(ev: WaitEvidence, v: Verdict) -> dict[str, Any]:
+    """What `GET /v1/waits/{requestId}` shows of a wait but `evaluatedAt` and `transitions`
+    (added at read time): its verdict and its timeline. Stored as it is for a wait settled
+    before its thread's checkpoint (app.audit._settled)."""
+    return {**verdict_json(ev, v), "timeline": _timeline(ev)}
 
 
 def _timeline(ev: WaitEvidence) -> list[dict[str, Any]]:

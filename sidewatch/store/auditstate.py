@@ -248,11 +248,14 @@ class AuditState:
         *,
         checkpoints: Sequence[Checkpoint] = (),
         dropped: Sequence[str] = (),
+        settled: Sequence[tuple[str, str, int, int, bytes]] = (),
+        renewed: Sequence[str] = (),
     ) -> None:
         """Record one batch of verdicts at once: states, transitions, findings (a finding
         already stored is not stored again), and clear the dirty marks read before the batch.
         `checkpoints` (of long threads, resting on these verdicts) replace the threads' old
-        ones, and those of `dropped` are deleted (store.checkpoint).
+        ones, and those of `dropped` are deleted (store.checkpoint), with the stored bodies of
+        their settled waits: `settled` are stored, after the old ones of `renewed` are deleted.
         `fence` runs first in the same transaction and may refuse it (store.lease). Raises
         StoreError for an outage, StoreRefused when the database refuses a value of it."""
         try:
@@ -294,7 +297,7 @@ class AuditState:
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
                 if checkpoints or dropped:
-                    write_checkpoints(conn, checkpoints, dropped)
+                    write_checkpoints(conn, checkpoints, dropped, settled, renewed)
         except (OverflowError, UnicodeError) as e:  # the driver's own refusal of a value
             raise refused("the store refused a verdict", e) from None
 
@@ -321,6 +324,7 @@ class AuditState:
                 # Settled verdicts rest on the old policies too: each thread is evaluated
                 # whole once more under the new ones (store.checkpoint).
                 conn.exec_driver_sql("DELETE FROM thread_checkpoint")
+                conn.exec_driver_sql("DELETE FROM settled_wait")  # their bodies too
                 if old is None:
                     conn.execute(meta.insert().values(key="policies", value=fingerprint))
                 else:

@@ -7,13 +7,17 @@ resumed evaluation reads what the suffix holds, not the thread's history. A fact
 before the cut that arrived since shows in the thread's dirty mark (its earliest time); only
 then is the prefix counted (a range count, in the database), and a changed count makes the
 thread evaluated whole (`_count`). Checkpoints are written by the auditor in the transaction
-of the verdicts they rest on (AuditState.save).
+of the verdicts they rest on (AuditState.save), with the bodies the read API shows of the waits
+they settle (`settled_wait`, app.audit._settled): a GET of such a wait is served from its body
+once the suffix shows that the checkpoint still holds (`evaluate_threads`, `want`), without
+reading the history; a dropped checkpoint takes its bodies with it (`write`).
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import orjson
@@ -66,6 +70,8 @@ class Outcome:
     checkpoint: Checkpoint | None
     had: bool  # the thread had a checkpoint when read
     error: Exception | None = None
+    # The stored bodies of the waits asked for (`want`) that are settled before the cut.
+    settled: Mapping[str, Settled] = field(default_factory=dict)
 
 
 def checkpoints(conn: Connection, thread_ids: Collection[str]) -> dict[str, Checkpoint]:
@@ -85,8 +91,37 @@ def checkpoints(conn: Connection, thread_ids: Collection[str]) -> dict[str, Chec
     return out
 
 
-def write(conn: Connection, keep: Sequence[Checkpoint], drop: Iterable[str]) -> None:
-    """Store `keep` (replacing the threads' old ones) and delete the checkpoints of `drop`."""
+def write(
+    conn: Connection,
+    keep: Sequence[Checkpoint],
+    drop: Iterable[str],
+    settled: Sequence[tuple[str, str, int, int, bytes]] = (),
+    renewed: Iterable[str] = (),
+) -> None:
+    """Store `keep` (replacing the threads' old ones) and delete the checkpoints of `drop`,
+    with their settled bodies. `settled` (thread, requestId, at, since, packed body: `pack`)
+    are the bodies of the waits before a kept cut, stored beside those kept already, but for
+    the threads `renewed` (evaluated whole): their old bodies are deleted first."""
+    cleared = {*drop, *renewed}
+    if cleared:
+        conn.exec_driver_sql(
+            driver_sql(conn, "DELETE FROM settled_wait WHERE thread_id = ?"),
+            [(t,) for t in cleared],
+        )
+    if settled:
+        # A wait before a later cut (the checkpoint moved on) may have been stored already.
+        conn.exec_driver_sql(
+            driver_sql(conn, "DELETE FROM settled_wait WHERE thread_id = ? AND request_id = ?"),
+            [(t, r) for t, r, *_ in settled],
+        )
+        conn.exec_driver_sql(
+            driver_sql(
+                conn,
+                "INSERT INTO settled_wait (thread_id, request_id, at, since, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+            ),
+            list(settled),
+        )
     gone = [(t,) for t in {*drop, *(c.thread_id for c in keep)}]
     if gone:
         conn.exec_driver_sql(
@@ -104,6 +139,41 @@ def write(conn: Connection, keep: Sequence[Checkpoint], drop: Iterable[str]) -> 
                 for c in keep
             ],
         )
+
+
+def pack(body: Mapping[str, Any]) -> bytes:
+    """A settled wait's body as stored: compressed JSON."""
+    return zlib.compress(orjson.dumps(body), 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A settled wait's stored body (the GET's, but `evaluatedAt` and `transitions`), its
+    verdict's `since`, and the time `at` it was evaluated at."""
+
+    at: int
+    since: int
+    body: dict[str, Any]
+
+
+def settled_of(
+    conn: Connection, thread: str, request_ids: Collection[str], now: int
+) -> dict[str, Settled]:
+    """The stored bodies of these waits of the thread, evaluated at or before `now` (a body
+    is the same at any later time: `sidewatch.app.audit._settled`), by (thread, requestId)."""
+    ids = sorted(request_ids)
+    out: dict[str, Settled] = {}
+    for k in range(0, len(ids), CHUNK):
+        part = ids[k : k + CHUNK]
+        sql = driver_sql(
+            conn,
+            "SELECT request_id, at, since, body FROM settled_wait "  # noqa: S608
+            f"WHERE thread_id = ? AND request_id IN ({_in(part)})",
+        )
+        for rid, at, since, body in conn.exec_driver_sql(sql, (thread, *part)):
+            if int(at) <= now:
+                out[str(rid)] = Settled(int(at), int(since), orjson.loads(zlib.decompress(body)))
+    return out
 
 
 def _rows(conn: Connection, reader: _Reader[T], where: str, args: tuple[Any, ...]) -> list[T]:
@@ -313,15 +383,20 @@ def evaluate_threads(
         except Exception:  # evaluated whole below, where a failure is reported
             whole.append(thread)
             continue
-        rids = {w.evidence.request_id for w in result.waits}
-        if want is not None and not rids.issuperset(want.get(thread, ())):
-            whole.append(thread)
-            continue
         if not holds(cp, part, result, known):
             whole.append(thread)
             continue
+        rids = {w.evidence.request_id for w in result.waits}
+        asked = set(want.get(thread, ())) - rids if want is not None else set()
+        # A wait asked for before the cut: its stored body, while the checkpoint holds (a
+        # fact that changes it ends the checkpoint) and no thread-wide beat can have reached
+        # it since (the engine feeds every wait each one); else the thread whole.
+        bodies = settled_of(conn, thread, asked, now) if asked and not _thread_wide(part) else {}
+        if len(bodies) < len(asked):
+            whole.append(thread)
+            continue
         new = _choose(part, result, now, run, cp, known) if keep else None
-        yield Outcome(thread, result, True, new, True)  # None: the old one stays
+        yield Outcome(thread, result, True, new, True, settled=bodies)  # None: the old one stays
     for facts in load_threads(conn, whole) if whole else ():
         had = facts.thread_id in held
         try:
@@ -332,6 +407,11 @@ def evaluate_threads(
         long = keep and _size(facts) > LONG and not _bound_to_runs(conn, facts.thread_id)
         new = _choose(facts, result, now, run) if long else None
         yield Outcome(facts.thread_id, result, False, new, had)
+
+
+def _thread_wide(facts: ThreadFacts) -> bool:
+    """The facts hold a heartbeat of the whole thread (no run), a service's bound to it too."""
+    return any(h.run_id is None for h in facts.heartbeats)
 
 
 def _choose(

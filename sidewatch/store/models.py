@@ -22,6 +22,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -412,6 +413,21 @@ ThreadCheckpoint = Table(
     _ms("cut"),
     _ms("count"),
     _text("dangling", 16384),
+)
+
+# What the read API shows of a wait settled before its thread's checkpoint's cut: the body of
+# `GET /v1/waits/{requestId}` but `evaluatedAt` and `transitions` (store.checkpoint.settle;
+# zlib-compressed JSON), its verdict's `since`, and `at`, the time it was evaluated at (it is
+# shown for a later time only). Written and dropped with the checkpoint, in its transaction.
+SettledWait = Table(
+    "settled_wait",
+    metadata,
+    _text("thread_id", 256, primary_key=True),
+    _text("request_id", REQUEST_ID_COLUMN, primary_key=True),
+    _ms("at"),
+    _ms("since"),
+    Column("body", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 # Which replica audits: the holder renews the row every half interval; another replica takes

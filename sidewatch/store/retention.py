@@ -299,7 +299,7 @@ class Retention:
             self._drop_waits(c, gone, waits, counts)
             tm = ", ".join("?" for _ in gone)
             self._findings(c, f"thread_id IN ({tm})", tuple(gone), counts)
-            for table in (*_THREAD_TABLES, "signal", "thread_checkpoint"):
+            for table in (*_THREAD_TABLES, "signal", "thread_checkpoint", "settled_wait"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE thread_id IN ({tm})"),
                     tuple(gone),
@@ -331,7 +331,7 @@ class Retention:
                 (*part, *threads),
             ):
                 counts[(TRANSITIONS, sep(frm, to, policy))] += int(n)
-            for table in ("transition", "wait_state"):
+            for table in ("transition", "wait_state", "settled_wait"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE {where}"), (*part, *threads)
                 )
@@ -387,9 +387,11 @@ class Retention:
                 return self._dequeue(thread)
             c.exec_driver_sql(driver_sql(c, _DEQUEUE), (thread,))
             # Its prefix lost facts that no dirty mark tells (store.checkpoint): taken again.
-            c.exec_driver_sql(
-                driver_sql(c, "DELETE FROM thread_checkpoint WHERE thread_id = ?"), (thread,)
-            )
+            for table in ("thread_checkpoint", "settled_wait"):  # a checkpoint and its bodies
+                c.exec_driver_sql(
+                    driver_sql(c, f"DELETE FROM {table} WHERE thread_id = ?"),
+                    (thread,),
+                )
             _add(c, counts)
         return 0, len(waits)
 

@@ -11,6 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sidewatch.app.audit import settles
+from sidewatch.app.read import settled_body
 from sidewatch.core.checkpoint import (
     Checkpoint,
     at_cut,
@@ -97,6 +99,20 @@ def _resumed(
     got = [(w.evidence, w.verdict, w.settled_at) for w in part.waits]
     assert got == expected
     assert _records(whole, cut) == _records(then, cut)
+    # The bodies stored of the waits it settles (app.audit) are the whole thread's later,
+    # while no thread-wide beat is after the cut (else the read evaluates the thread whole).
+    if not any(h.run_id is None for h in suffix.heartbeats):
+        later_of: dict[str, Any] = {}  # a GET shows the first wait with a requestId
+        for w in whole.waits:
+            later_of.setdefault(w.evidence.request_id, w)
+        firsts: dict[str, Any] = {}
+        for w in then.waits:
+            firsts.setdefault(w.evidence.request_id, w)
+        for w in firsts.values():
+            if settles(w, cut, now):
+                lw = later_of[w.evidence.request_id]
+                assert w.verdict is not None and lw.verdict is not None
+                assert settled_body(w.evidence, w.verdict) == settled_body(lw.evidence, lw.verdict)
     # The thread's findings as a set: they are stored by their natural key, in no order, and
     # the pass emits lone answers' findings in the order the answers came in.
     assert sorted(part.findings, key=repr) == sorted(

@@ -1,0 +1,54 @@
+"""Migration 0017 on SQLite and PostgreSQL: a store of the 0016 schema with a long thread's
+checkpoint upgrades without losing a row; its checkpoints are dropped (they have no settled
+bodies beside them) and taken again, with the bodies, at the next evaluation; the downgrade
+gives the 0016 schema back."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from sidewatch.app.audit import Auditor
+from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.config import Config
+from sidewatch.store import checkpoint as stored
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD, _run
+from tests.store.test_migration_0013 import _counts, _to
+
+
+def _count(store: Store, table: str) -> int:
+    with store.engine.connect() as c:
+        return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+
+def test_a_0016_store_upgrades_without_loss_and_takes_its_checkpoints_again_with_bodies(
+    blank_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(blank_db_url))
+    body = b"\n".join(orjson.dumps(x) for i in range(1, RUNS + 1) for x in _run(i))
+    ingest_unit(store, "test", body, START, ref_protector(store.engine, Config()))
+    Auditor(store, (QUIET,)).tick(START + 100_000)
+    assert RUNS // 10 - 1 == _count(store, "settled_wait")
+    store.engine.dispose()
+    engine = create_engine(blank_db_url)
+    _to(engine, "0016")
+    assert "settled_wait" not in inspect(engine).get_table_names()
+    with engine.connect() as c:
+        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    kept = _counts(engine)
+
+    store = Store(open_store(blank_db_url))  # upgraded to the head
+
+    assert kept == _counts(store.engine)
+    assert (0, 0) == (_count(store, "thread_checkpoint"), _count(store, "settled_wait"))
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": START}
+    ingest_unit(store, "test", orjson.dumps(new), START, ref_protector(store.engine, Config()))
+    Auditor(store, (QUIET,)).tick(START + 200_000)
+    assert 1 == _count(store, "thread_checkpoint")
+    assert RUNS // 10 - 1 == _count(store, "settled_wait")
+    store.engine.dispose()
+    engine.dispose()
