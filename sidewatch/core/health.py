@@ -8,6 +8,8 @@ closed whatever comes after (but for a RESUMED wait whose continuing run then fa
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from sidewatch.core.model import (
     ActionChange,
     Code,
@@ -35,6 +37,10 @@ from sidewatch.core.vocab import FindingRule
 FINDING_LATE_ANSWER = FindingRule.ANSWERED_AFTER_EXPIRY
 FINDING_DROPPED = FindingRule.DROPPED_UNANSWERED
 FINDING_LONE_ANSWER = FindingRule.ANSWER_MATCHED_BY_LONE_WAIT
+# Read several times at every instant of every wait: Python 3.11 reads an enum's member
+# (`Need.REQUIRED`) several times slower than a module's global.
+_REQUIRED = Need.REQUIRED
+_ORDER = attrgetter("at", "seq")  # a timeline's (time, arrival) order
 
 
 class _Acc:
@@ -184,8 +190,9 @@ class Replay:
         current, phase, cause, due = _evaluate(self.acc, self.ev, self.policy, now)
         transitions, state, since = self.transitions, self.state, self.since
         if current is not state:
-            transitions = [*transitions, Transition(min(max(cause, self.t), now), state, current)]
-            state, since = current, min(max(cause, self.t), now)
+            since = min(max(cause, self.t), now)
+            transitions = [*transitions, Transition(since, state, current)]
+            state = current
         return _verdict(self.acc, self.ev, self.policy, now, state, phase, since, due, transitions)
 
     def _observe(self, new: State, at: int) -> None:
@@ -212,7 +219,7 @@ class Replay:
 def classify(ev: WaitEvidence, policy: Policy, now: int) -> Verdict:
     """The verdict for one wait at `now` (ms since the epoch); evidence after `now` is ignored."""
     replay = Replay(ev, policy)
-    for item in sorted((i for i in ev.items if i.at <= now), key=lambda i: (i.at, i.seq)):
+    for item in sorted([i for i in ev.items if i.at <= now], key=_ORDER):
         replay.feed(item)
     return replay.verdict(now)
 
@@ -394,20 +401,17 @@ def _evaluate(
             return State.STUCK_AFTER_DECISION, None, decided + th.resume_grace_ms, None
         return State.WAITING, Phase.AWAITING_RECEIPT, t, decided + th.resume_grace_ms + 1
 
-    due: int | None = None
-    stale_since: list[int] = []
-    if ev.expires_at is not None:
-        if ev.expires_at <= t:
-            stale_since.append(ev.expires_at)
-        else:
-            due = ev.expires_at
+    due = ev.expires_at
+    stale_since = None  # the earliest cause of STALE that holds at `t`
+    if due is not None and due <= t:
+        stale_since, due = due, None
     if acc.original is not None and acc.digest != acc.original:
-        stale_since.append(acc.digest_at)
-    if stale_since:
-        return State.STALE, None, min(stale_since), None
+        stale_since = acc.digest_at if stale_since is None else min(stale_since, acc.digest_at)
+    if stale_since is not None:
+        return State.STALE, None, stale_since, None
 
     phase = Phase.AWAITING_DECISION
-    if policy.route is Need.REQUIRED and not _route_verified(acc, policy):
+    if policy.route is _REQUIRED and not _route_verified(acc, policy):
         if acc.failed_at is not None and acc.delivered_at is None:
             return State.UNROUTABLE, None, acc.failed_at, due
         deadline = ev.requested_at + th.route_grace_ms
@@ -416,26 +420,26 @@ def _evaluate(
         phase = Phase.AWAITING_ROUTE
         due = _earliest(due, deadline + 1)
 
-    orphaned: list[int] = []
-    if policy.handle is Need.REQUIRED and not acc.handle:
+    orphaned = None  # the earliest cause of ORPHANED that holds at `t`
+    if policy.handle is _REQUIRED and not acc.handle:
         if acc.handle_reported:
-            orphaned.append(acc.handle_lost_at)  # reported gone: orphaned at once
+            orphaned = acc.handle_lost_at  # reported gone: orphaned at once
         else:
             # Never reported, like a route never reported: not orphaned until the freshness
             # a heartbeat would have had has passed since the request.
             deadline = ev.requested_at + th.heartbeat_freshness_ms
             if t > deadline:
-                orphaned.append(deadline)
+                orphaned = deadline
             else:
                 due = _earliest(due, deadline + 1)
-    if policy.heartbeat is Need.REQUIRED:
+    if policy.heartbeat is _REQUIRED:
         fresh_until = _last_hb(acc, t) + th.heartbeat_freshness_ms
         if t > fresh_until:
-            orphaned.append(fresh_until)
+            orphaned = fresh_until if orphaned is None else min(orphaned, fresh_until)
         else:  # a span fed beats through its last one: fresh until that one's freshness ends
             due = _earliest(due, max(fresh_until, acc.hb_until + th.heartbeat_freshness_ms) + 1)
-    if orphaned:
-        return State.ORPHANED, None, min(orphaned), due
+    if orphaned is not None:
+        return State.ORPHANED, None, orphaned, due
     return State.WAITING, phase, ev.requested_at, due
 
 
@@ -476,12 +480,12 @@ def _verdict(
     transitions: list[Transition],
 ) -> Verdict:
     missing: list[Missing] = []
-    if policy.route is Need.REQUIRED and not acc.route_seen:
+    if policy.route is _REQUIRED and not acc.route_seen:
         missing.append(Missing.ROUTE)
-    if policy.handle is Need.REQUIRED and not acc.handle_reported:
+    if policy.handle is _REQUIRED and not acc.handle_reported:
         missing.append(Missing.HANDLE)
     last_hb, hb_beyond = _last_hb(acc, now), _hb_beyond(acc, ev, now)
-    if policy.heartbeat is Need.REQUIRED and not hb_beyond:
+    if policy.heartbeat is _REQUIRED and not hb_beyond:
         missing.append(Missing.HEARTBEAT)
     if acc.dropped:
         missing.append(Missing.DECISION)
@@ -491,9 +495,9 @@ def _verdict(
         uncertain = uncertain or not acc.route_seen
     elif state is State.ORPHANED:
         # Uncertain unless some cause that holds was reported as failing.
-        handle_gone = policy.handle is Need.REQUIRED and acc.handle_reported and not acc.handle
+        handle_gone = policy.handle is _REQUIRED and acc.handle_reported and not acc.handle
         hb_stale = (
-            policy.heartbeat is Need.REQUIRED
+            policy.heartbeat is _REQUIRED
             and hb_beyond
             and now - last_hb > policy.thresholds.heartbeat_freshness_ms
         )
