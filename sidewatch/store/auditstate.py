@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import groupby
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -21,11 +22,8 @@ from sidewatch.store.checkpoint import write as write_checkpoints
 from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
 from sidewatch.store.models import (
     DirtyThread,
-    FindingRow,
-    LineCount,
     Meta,
     PrunedTotal,
-    RejectRow,
     TransitionRow,
     WaitState,
     table_of,
@@ -34,6 +32,7 @@ from sidewatch.store.models import (
 # The shared SQL lives in store/sql.py; its names are re-exported here (`as`: explicitly, for
 # mypy) for the modules that import them from auditstate.
 from sidewatch.store.sql import MARK_DIRTY as MARK_DIRTY  # noqa: PLC0414
+from sidewatch.store.sql import add_totals, insert_sql, running_totals
 from sidewatch.store.sql import bulk_insert as bulk_insert  # noqa: PLC0414
 from sidewatch.store.sql import driver_sql as driver_sql  # noqa: PLC0414
 from sidewatch.store.sql import finding_key as finding_key  # noqa: PLC0414
@@ -273,28 +272,12 @@ class AuditState:
                 else:
                     bulk_insert(conn, "wait_state", STATE_COLS, rows, UPSERT_STATE)
                     bulk_insert(conn, "transition", TRANSITION_COLS, compact(transitions))
-                bulk_insert(
-                    conn,
-                    "finding",
-                    _FINDING_COLS,
-                    [
-                        (
-                            f.rule,
-                            f.at,
-                            f.seq,
-                            f.thread_id,
-                            f.run_id,
-                            f.interrupt_id,
-                            finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id),
-                        )
-                        for f in findings
-                    ],
-                    "ON CONFLICT (key) DO NOTHING",
-                )
+                found = _insert_findings(conn, findings)
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
                 if checkpoints or dropped:
                     write_checkpoints(conn, checkpoints, dropped)
+                add_totals(conn, found)  # last: see add_totals
         except (OverflowError, UnicodeError) as e:  # the driver's own refusal of a value
             raise refused("the store refused a verdict", e) from None
 
@@ -393,15 +376,11 @@ class AuditState:
         return out
 
     def finding_counts(self) -> dict[str, int]:
-        """Protocol findings by rule: noticed at ingest, or recorded from verdicts (each
-        (rule, wait) once)."""
-        fd = table_of(FindingRow)
-        query = select(fd.c.rule, func.count()).group_by(fd.c.rule)
+        """Protocol findings by rule, ever (pruned ones too): noticed at ingest, or recorded
+        from verdicts (each (rule, wait) once). Read from the store's totals, kept as the
+        rows are inserted (store.sql.add_totals): a tick does not count the finding table."""
         with self._conn() as c:
-            counts = Counter({str(k): int(n) for k, n in c.execute(query)})
-            for (_, rule), n in pruned_totals(c, "findings").items():
-                counts[rule] += n
-            return dict(counts)
+            return _finding_totals(c)
 
     def totals(self) -> Totals:
         with self._conn() as c:
@@ -515,13 +494,7 @@ def _totals(conn: Connection) -> Totals:
         )
     ]
     ingested, rejected = _ingest_totals(conn)
-    fd = table_of(FindingRow)
-    findings = Counter(
-        {k: int(n) for k, n in conn.execute(select(fd.c.rule, func.count()).group_by(fd.c.rule))}
-    )
-    for (counter, key), n in pruned.items():
-        if counter == "findings":
-            findings[key] += n
+    findings = Counter(_finding_totals(conn))
     return Totals(
         open_waits,
         unreported,
@@ -550,19 +523,39 @@ def pruned_totals(c: Connection, *counters: str) -> dict[tuple[str, str], int]:
 
 
 def _ingest_totals(conn: Connection) -> tuple[Counter[str], Counter[str]]:
-    lc, rj = table_of(LineCount), table_of(RejectRow)
-    ingested = Counter(
-        {
-            k: int(n)
-            for k, n in conn.execute(select(lc.c.kind, func.sum(lc.c.lines)).group_by(lc.c.kind))
-        }
-    )
-    rejected = Counter(
-        {
-            k: int(n)
-            for k, n in conn.execute(select(rj.c.reason, func.count()).group_by(rj.c.reason))
-        }
-    )
-    for (counter, key), n in pruned_totals(conn, "lines", "rejects").items():
+    """Lines by kind and rejects by reason, ever (pruned ones too), from the store's totals:
+    a fixed set of rows, not the line_count and reject rows of every unit."""
+    ingested: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()
+    for (counter, key), n in running_totals(conn, "lines", "rejects").items():
         (ingested if counter == "lines" else rejected)[key] += n
     return ingested, rejected
+
+
+def _finding_totals(conn: Connection) -> dict[str, int]:
+    return {rule: n for (_, rule), n in running_totals(conn, "findings").items()}
+
+
+_RULES = attrgetter("rule")
+
+
+def _insert_findings(conn: Connection, findings: Sequence[FindingFact]) -> Counter[tuple[str, str]]:
+    """Insert the findings not stored yet, a statement per rule; returns how many rows of each
+    rule were inserted (a conflict, also with another writer's same finding, is no row)."""
+    sql = insert_sql(conn, "finding", _FINDING_COLS, "ON CONFLICT (key) DO NOTHING")
+    found: Counter[tuple[str, str]] = Counter()
+    for rule, part in groupby(sorted(findings, key=_RULES), key=_RULES):
+        rows = [
+            (
+                f.rule,
+                f.at,
+                f.seq,
+                f.thread_id,
+                f.run_id,
+                f.interrupt_id,
+                finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id),
+            )
+            for f in part
+        ]
+        found[("findings", rule)] += conn.exec_driver_sql(sql, rows).rowcount
+    return found

@@ -1,4 +1,4 @@
--- revision: 0016
+-- revision: 0017
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -254,6 +254,13 @@ CREATE TABLE "heartbeat" (
 	last_seq BIGINT NOT NULL, 
 	beats INTEGER NOT NULL, 
 	PRIMARY KEY (id)
+);
+CREATE TABLE running_total (
+	counter VARCHAR(32) NOT NULL, 
+	"key" VARCHAR(512) NOT NULL, 
+	shard INTEGER NOT NULL, 
+	value BIGINT NOT NULL, 
+	PRIMARY KEY (counter, "key", shard)
 );
 CREATE INDEX ix_finding_thread_id ON finding (thread_id);
 CREATE INDEX ix_signal_ref ON signal (thread_id, interrupt_id);

@@ -49,6 +49,7 @@ TABLES = {
     "prune_retry",
     "subagent",
     "thread_checkpoint",
+    "running_total",
 }
 
 
