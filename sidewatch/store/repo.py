@@ -32,7 +32,13 @@ from sidewatch.core.facts import (
 from sidewatch.core.vocab import LineKind
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.heartbeats import write_heartbeats
-from sidewatch.store.load import entries_json, load_threads, requested_at, threads_of_refs
+from sidewatch.store.load import (
+    announced_refs,
+    entries_json,
+    load_threads,
+    recorded_refs,
+    threads_of_refs,
+)
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -218,11 +224,16 @@ class UnitWriter:
             if thread is not None:
                 note(thread, at)
         if refs:
-            # A wait not recorded yet is on a dirty thread already: its default forms need no look.
-            for thread in threads_of_refs(self.conn, refs, unrecorded=False):
-                note(thread, min(refs.values()))
-            for thread, at in requested_at(self.conn, refs):
-                note(thread, at)
+            # The threads the requestIds name (load.threads_of_refs): a producer's requestId,
+            # else the auditor's record of the wait, which also gives the wait's time. A wait
+            # not recorded yet is on a dirty thread already: its default forms need no look.
+            lowest = min(refs.values())
+            named: set[str] = set()
+            for ref, thread in announced_refs(self.conn, refs):
+                named.add(ref)
+                note(thread, lowest)
+            for ref, thread, at in recorded_refs(self.conn, refs):
+                note(thread, at if ref in named else min(at, lowest))
         if not early:
             return
         self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY_SINCE), sorted(early.items()))

@@ -225,3 +225,28 @@ def test_a_batch_of_units_adds_its_totals_in_its_transaction(
     assert 2 == findings_of(truth)["cancel_runs_first_outcome"]
     assert 1 == truth[("rejects", "not_json")]
     assert truth == told(Auditor(store, POLICIES))
+
+
+def test_a_signal_naming_a_recorded_wait_looks_its_record_up_once(
+    open_stores: Callable[[], Store],
+) -> None:
+    """The unit's dirty mark of the wait's thread, with the wait's time (earlier than the
+    signal's), from one lookup of wait_state (store.repo UnitWriter._mark_dirty)."""
+    store = open_stores()
+    history(store, Auditor(store, POLICIES))
+    with store.engine.connect() as c:
+        rid, requested = c.execute(
+            text("SELECT request_id, requested_at FROM wait_state WHERE thread_id = 't-open'")
+        ).one()
+        c.execute(text("DELETE FROM dirty_thread"))
+        c.commit()
+    route = {"type": "CUSTOM", "name": "sidewatch.route", "timestamp": NOW,
+             "value": {"requestId": rid, "delivered": True}}  # fmt: skip
+
+    with statements(store.engine) as seen:
+        ingest(store, [route], NOW)
+
+    assert 1 == len([sql for sql in seen if re.search(r"\bFROM wait_state\b", sql)])
+    with store.engine.connect() as c:
+        marks = c.execute(text("SELECT thread_id, early FROM dirty_thread")).all()
+    assert [("t-open", requested)] == [tuple(m) for m in marks]
