@@ -100,6 +100,7 @@ TRANSITION_COLS = StoredTransition._fields
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in STATE_COLS if c not in ("thread_id", "request_id")
 )
+_CLOSED_STATES = frozenset(s.value for s in CLOSED_STATES)
 _KEYS = 250  # (thread, requestId) pairs per statement: 500 variables, within SQLite's 999
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
@@ -316,16 +317,25 @@ class AuditState:
 
     def select(self, states: Collection[str], limit: int) -> list[tuple[str, str]]:
         """(requestId, thread) of up to `limit` waits whose last verdict is in `states`,
-        longest in their state first."""
-        table = table_of(WaitState)
-        query = (
-            select(table.c.request_id, table.c.thread_id)
-            .where(table.c.state.in_(list(states)))
-            .order_by(table.c.since, table.c.request_id)
-            .limit(limit)
+        longest in their state first. Each state's first `limit` are read along
+        ix_wait_state_open_since (closed, state, since), then merged: what is read does not
+        grow with the closed waits the store keeps (one `state IN (…) ORDER BY since` sorted
+        every wait in those states, on every GET /v1/waits)."""
+        chosen = sorted(set(states))
+        if not chosen:
+            return []
+        part = (
+            "SELECT * FROM (SELECT request_id, thread_id, since FROM wait_state "
+            "WHERE closed = ? AND state = ? ORDER BY since, request_id LIMIT ?) AS s{}"
         )
+        sql = " UNION ALL ".join(part.format(k) for k in range(len(chosen)))
+        params: list[Any] = [x for s in chosen for x in (s in _CLOSED_STATES, s, limit)]
         with self._conn() as c:
-            return [(str(r[0]), str(r[1])) for r in c.execute(query)]
+            key_lookups(c)
+            rows = c.exec_driver_sql(
+                driver_sql(c, f"{sql} ORDER BY since, request_id LIMIT ?"), (*params, limit)
+            )
+            return [(str(r[0]), str(r[1])) for r in rows]
 
     def recorded_in(
         self, thread_id: str, states: Collection[str], now: int, until: int | None
