@@ -5,11 +5,12 @@ table, and on SQLite a cost that does not grow with the closed waits the store k
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import event, text
 
-from sidewatch.core.model import CLOSED_STATES, State
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
 from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.db import open_store
 
@@ -74,3 +75,27 @@ def test_choosing_reads_no_more_as_closed_waits_pile_up(tmp_path: Path) -> None:
     state.engine.dispose()
 
     assert 0 < old <= young * 1.2 + 50, (young, old)
+
+
+def test_the_oldest_open_wait_of_each_state_is_an_index_only_lookup(tmp_path: Path) -> None:
+    """Every tick asks it (the oldest-start gauge): on SQLite each state's is one search of
+    the covering index ix_wait_state_open_since, never a scan of the waits."""
+    state = AuditState(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    fill(state, 0, 500)
+    asked: list[tuple[str, Any]] = []
+
+    def ask(conn: Any, cursor: Any, sql: str, params: Any, *_: Any) -> None:
+        asked.append((sql, params))
+
+    event.listen(state.engine, "before_cursor_execute", ask)
+    oldest = state.oldest_since()
+    event.remove(state.engine, "before_cursor_execute", ask)
+
+    assert oldest
+    assert len(OPEN_STATES) == len(asked)
+    with state.engine.connect() as c:
+        for sql, params in asked:
+            plan = [r[3] for r in c.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
+            assert ["SEARCH wait_state USING COVERING INDEX ix_wait_state_open_since "
+                    "(closed=? AND state=?)"] == plan  # fmt: skip
+    state.engine.dispose()
