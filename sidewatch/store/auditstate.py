@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import groupby
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -21,11 +22,8 @@ from sidewatch.store.checkpoint import write as write_checkpoints
 from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, store_error
 from sidewatch.store.models import (
     DirtyThread,
-    FindingRow,
-    LineCount,
     Meta,
     PrunedTotal,
-    RejectRow,
     TransitionRow,
     WaitState,
     table_of,
@@ -34,6 +32,7 @@ from sidewatch.store.models import (
 # The shared SQL lives in store/sql.py; its names are re-exported here (`as`: explicitly, for
 # mypy) for the modules that import them from auditstate.
 from sidewatch.store.sql import MARK_DIRTY as MARK_DIRTY  # noqa: PLC0414
+from sidewatch.store.sql import add_totals, insert_sql, running_totals
 from sidewatch.store.sql import bulk_insert as bulk_insert  # noqa: PLC0414
 from sidewatch.store.sql import driver_sql as driver_sql  # noqa: PLC0414
 from sidewatch.store.sql import finding_key as finding_key  # noqa: PLC0414
@@ -101,6 +100,7 @@ TRANSITION_COLS = StoredTransition._fields
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in STATE_COLS if c not in ("thread_id", "request_id")
 )
+_CLOSED_STATES = frozenset(s.value for s in CLOSED_STATES)
 _KEYS = 250  # (thread, requestId) pairs per statement: 500 variables, within SQLite's 999
 _FINDING_COLS = ("rule", "at", "seq", "thread_id", "run_id", "interrupt_id", "key")
 
@@ -276,28 +276,12 @@ class AuditState:
                 else:
                     bulk_insert(conn, "wait_state", STATE_COLS, rows, UPSERT_STATE)
                     bulk_insert(conn, "transition", TRANSITION_COLS, compact(transitions))
-                bulk_insert(
-                    conn,
-                    "finding",
-                    _FINDING_COLS,
-                    [
-                        (
-                            f.rule,
-                            f.at,
-                            f.seq,
-                            f.thread_id,
-                            f.run_id,
-                            f.interrupt_id,
-                            finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id),
-                        )
-                        for f in findings
-                    ],
-                    "ON CONFLICT (key) DO NOTHING",
-                )
+                found = _insert_findings(conn, findings)
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
                 if checkpoints or dropped:
                     write_checkpoints(conn, checkpoints, dropped, settled, renewed)
+                add_totals(conn, found)  # last: see add_totals
         except (OverflowError, UnicodeError) as e:  # the driver's own refusal of a value
             raise refused("the store refused a verdict", e) from None
 
@@ -337,16 +321,25 @@ class AuditState:
 
     def select(self, states: Collection[str], limit: int) -> list[tuple[str, str]]:
         """(requestId, thread) of up to `limit` waits whose last verdict is in `states`,
-        longest in their state first."""
-        table = table_of(WaitState)
-        query = (
-            select(table.c.request_id, table.c.thread_id)
-            .where(table.c.state.in_(list(states)))
-            .order_by(table.c.since, table.c.request_id)
-            .limit(limit)
+        longest in their state first. Each state's first `limit` are read along
+        ix_wait_state_open_since (closed, state, since), then merged: what is read does not
+        grow with the closed waits the store keeps (one `state IN (…) ORDER BY since` sorted
+        every wait in those states, on every GET /v1/waits)."""
+        chosen = sorted(set(states))
+        if not chosen:
+            return []
+        part = (
+            "SELECT * FROM (SELECT request_id, thread_id, since FROM wait_state "
+            "WHERE closed = ? AND state = ? ORDER BY since, request_id LIMIT ?) AS s{}"
         )
+        sql = " UNION ALL ".join(part.format(k) for k in range(len(chosen)))
+        params: list[Any] = [x for s in chosen for x in (s in _CLOSED_STATES, s, limit)]
         with self._conn() as c:
-            return [(str(r[0]), str(r[1])) for r in c.execute(query)]
+            key_lookups(c)
+            rows = c.exec_driver_sql(
+                driver_sql(c, f"{sql} ORDER BY since, request_id LIMIT ?"), (*params, limit)
+            )
+            return [(str(r[0]), str(r[1])) for r in rows]
 
     def recorded_in(
         self, thread_id: str, states: Collection[str], now: int, until: int | None
@@ -397,15 +390,11 @@ class AuditState:
         return out
 
     def finding_counts(self) -> dict[str, int]:
-        """Protocol findings by rule: noticed at ingest, or recorded from verdicts (each
-        (rule, wait) once)."""
-        fd = table_of(FindingRow)
-        query = select(fd.c.rule, func.count()).group_by(fd.c.rule)
+        """Protocol findings by rule, ever (pruned ones too): noticed at ingest, or recorded
+        from verdicts (each (rule, wait) once). Read from the store's totals, kept as the
+        rows are inserted (store.sql.add_totals): a tick does not count the finding table."""
         with self._conn() as c:
-            counts = Counter({str(k): int(n) for k, n in c.execute(query)})
-            for (_, rule), n in pruned_totals(c, "findings").items():
-                counts[rule] += n
-            return dict(counts)
+            return _finding_totals(c)
 
     def totals(self) -> Totals:
         with self._conn() as c:
@@ -519,13 +508,7 @@ def _totals(conn: Connection) -> Totals:
         )
     ]
     ingested, rejected = _ingest_totals(conn)
-    fd = table_of(FindingRow)
-    findings = Counter(
-        {k: int(n) for k, n in conn.execute(select(fd.c.rule, func.count()).group_by(fd.c.rule))}
-    )
-    for (counter, key), n in pruned.items():
-        if counter == "findings":
-            findings[key] += n
+    findings = Counter(_finding_totals(conn))
     return Totals(
         open_waits,
         unreported,
@@ -554,19 +537,39 @@ def pruned_totals(c: Connection, *counters: str) -> dict[tuple[str, str], int]:
 
 
 def _ingest_totals(conn: Connection) -> tuple[Counter[str], Counter[str]]:
-    lc, rj = table_of(LineCount), table_of(RejectRow)
-    ingested = Counter(
-        {
-            k: int(n)
-            for k, n in conn.execute(select(lc.c.kind, func.sum(lc.c.lines)).group_by(lc.c.kind))
-        }
-    )
-    rejected = Counter(
-        {
-            k: int(n)
-            for k, n in conn.execute(select(rj.c.reason, func.count()).group_by(rj.c.reason))
-        }
-    )
-    for (counter, key), n in pruned_totals(conn, "lines", "rejects").items():
+    """Lines by kind and rejects by reason, ever (pruned ones too), from the store's totals:
+    a fixed set of rows, not the line_count and reject rows of every unit."""
+    ingested: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()
+    for (counter, key), n in running_totals(conn, "lines", "rejects").items():
         (ingested if counter == "lines" else rejected)[key] += n
     return ingested, rejected
+
+
+def _finding_totals(conn: Connection) -> dict[str, int]:
+    return {rule: n for (_, rule), n in running_totals(conn, "findings").items()}
+
+
+_RULES = attrgetter("rule")
+
+
+def _insert_findings(conn: Connection, findings: Sequence[FindingFact]) -> Counter[tuple[str, str]]:
+    """Insert the findings not stored yet, a statement per rule; returns how many rows of each
+    rule were inserted (a conflict, also with another writer's same finding, is no row)."""
+    sql = insert_sql(conn, "finding", _FINDING_COLS, "ON CONFLICT (key) DO NOTHING")
+    found: Counter[tuple[str, str]] = Counter()
+    for rule, part in groupby(sorted(findings, key=_RULES), key=_RULES):
+        rows = [
+            (
+                f.rule,
+                f.at,
+                f.seq,
+                f.thread_id,
+                f.run_id,
+                f.interrupt_id,
+                finding_key(f.rule, f.thread_id, f.run_id, f.interrupt_id),
+            )
+            for f in part
+        ]
+        found[("findings", rule)] += conn.exec_driver_sql(sql, rows).rowcount
+    return found

@@ -244,13 +244,27 @@ def threads_of_refs(conn: Connection, refs: Collection[str], unrecorded: bool = 
     return out
 
 
-def requested_at(conn: Connection, refs: Collection[str]) -> Iterator[tuple[str, int]]:
-    """(thread, requested at) of each recorded wait with one of these requestIds."""
+def announced_refs(conn: Connection, refs: Collection[str]) -> Iterator[tuple[str, str]]:
+    """(requestId, thread) of each interrupt a producer gave one of these requestIds."""
+    interrupt = table_of(InterruptRow)
+    for part in _chunks(sorted(refs)):
+        query = select(interrupt.c.request_id, interrupt.c.thread_id).where(
+            interrupt.c.request_id.in_(part)
+        )
+        for ref, thread in conn.execute(query):
+            yield str(ref), str(thread)
+
+
+def recorded_refs(conn: Connection, refs: Collection[str]) -> Iterator[tuple[str, str, int]]:
+    """(requestId, thread, requested at) of each recorded wait with one of these requestIds:
+    one lookup gives both the wait's thread and its time."""
     state = table_of(WaitState)
     for part in _chunks(sorted(refs)):
-        query = select(state.c.thread_id, state.c.requested_at).where(state.c.request_id.in_(part))
-        for thread, at in conn.execute(query):
-            yield str(thread), int(at)
+        query = select(state.c.request_id, state.c.thread_id, state.c.requested_at).where(
+            state.c.request_id.in_(part)
+        )
+        for ref, thread, at in conn.execute(query):
+            yield str(ref), str(thread), int(at)
 
 
 def _chunks(ids: list[str]) -> Iterator[list[str]]:

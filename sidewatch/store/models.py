@@ -322,6 +322,20 @@ PrunedTotal = Table(
     _ms("value"),
 )
 
+# The store-wide totals the exported counters continue from, kept as rows are written so that
+# a tick reads a fixed set of rows instead of counting the tables (store.sql.add_totals):
+# `counter` is `findings` (key: the rule), `lines` (the line kind) or `rejects` (the reason),
+# `value` what every row ever written counted, pruned ones included (retention leaves it).
+# `shard` spreads concurrent writers over rows (a unit's own, from its id); readers sum them.
+RunningTotal = Table(
+    "running_total",
+    metadata,
+    _text("counter", 32, primary_key=True),
+    _text("key", 512, primary_key=True),
+    _int("shard", primary_key=True, autoincrement=False),
+    _ms("value"),
+)
+
 # Threads a pruning pass skipped for a dirty mark: the next passes try them again (the scan
 # of closing transitions has gone past them).
 PruneRetry = Table(

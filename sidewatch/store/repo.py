@@ -3,7 +3,7 @@ per thread, converted at this edge into core facts."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -32,7 +32,13 @@ from sidewatch.core.facts import (
 from sidewatch.core.vocab import LineKind
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.heartbeats import write_heartbeats
-from sidewatch.store.load import entries_json, load_threads, requested_at, threads_of_refs
+from sidewatch.store.load import (
+    announced_refs,
+    entries_json,
+    load_threads,
+    recorded_refs,
+    threads_of_refs,
+)
 from sidewatch.store.models import (
     AnswerRow,
     FindingRow,
@@ -49,7 +55,14 @@ from sidewatch.store.models import (
     table_of,
 )
 from sidewatch.store.services import write_beats, write_bindings
-from sidewatch.store.sql import MARK_DIRTY_SINCE, driver_sql, finding_key, insert_sql, key_lookups
+from sidewatch.store.sql import (
+    MARK_DIRTY_SINCE,
+    add_totals,
+    driver_sql,
+    finding_key,
+    insert_sql,
+    key_lookups,
+)
 
 if TYPE_CHECKING:  # the auditor's modules: a unit's writer (`sidewatch ingest`) needs none
     from sidewatch.core.engine import PolicyFor
@@ -85,13 +98,22 @@ REDELIVERED = LineKind.REDELIVERED
 
 
 class UnitWriter:
-    """The open transaction of one unit: its id fixes the `seq` of every fact it writes."""
+    """The open transaction of one unit: its id fixes the `seq` of every fact it writes.
+    `totals` gathers what its rows add to the store's totals (findings inserted, lines by
+    kind, rejects by reason), added once by the transaction's owner (`Store`) before commit."""
 
-    def __init__(self, conn: Connection, unit_id: int, heartbeat_gap_ms: int = 0) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        unit_id: int,
+        heartbeat_gap_ms: int = 0,
+        totals: Counter[tuple[str, str]] | None = None,
+    ) -> None:
         self.conn = conn
         self.unit_id = unit_id
         self.seq_base = unit_id << SEQ_SHIFT
         self.heartbeat_gap_ms = heartbeat_gap_ms
+        self.totals: Counter[tuple[str, str]] = Counter() if totals is None else totals
 
     def write(
         self,
@@ -119,6 +141,9 @@ class UnitWriter:
                 else:
                     rows[type(fact)].append(_ROW[type(fact)](fact))
             for kind, batch in rows.items():
+                if kind is FindingFact:
+                    inserted += self._write_findings(batch)
+                    continue
                 # Straight to the driver's executemany: the hot path of ingest.
                 inserted += self.conn.exec_driver_sql(_insert_sql(self.conn, kind), batch).rowcount
             # A beat inside a span of its kind (a re-delivery) changes nothing: not new.
@@ -134,6 +159,7 @@ class UnitWriter:
             # a lone surrogate in a string. The unit's, not the store's.
             raise refused("the store refused the unit's data", e) from None
         if rejects:
+            self.totals.update(("rejects", r.reason) for r in rejects)
             self.conn.execute(
                 insert(table_of(RejectRow)),
                 [
@@ -150,6 +176,7 @@ class UnitWriter:
         if redelivered:
             kinds = {REDELIVERED: accepted + skipped}
         if kinds:
+            self.totals.update({("lines", k): n for k, n in kinds.items()})
             self.conn.execute(
                 insert(table_of(LineCount)),
                 [{"unit_id": self.unit_id, "kind": k, "lines": n} for k, n in kinds.items()],
@@ -161,6 +188,21 @@ class UnitWriter:
             .values(accepted=accepted, skipped=skipped, rejected=len(rejects))
         )
         return redelivered
+
+    def _write_findings(self, rows: list[tuple[Any, ...]]) -> int:
+        """Insert finding rows (a finding already stored is not stored again), a statement per
+        rule: its row count is what that rule's total gains, also when another writer stored
+        the same finding first (its conflict is no row)."""
+        by_rule: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+        for row in rows:
+            by_rule[row[_RULE_AT]].append(row)
+        sql = _insert_sql(self.conn, FindingFact)
+        inserted = 0
+        for rule, part in by_rule.items():
+            n = self.conn.exec_driver_sql(sql, part).rowcount
+            self.totals[("findings", rule)] += n
+            inserted += n
+        return inserted
 
     def _mark_dirty(self, facts: Sequence[Fact]) -> None:
         """Tell the auditor which threads have new evidence, in the unit's own transaction,
@@ -182,11 +224,16 @@ class UnitWriter:
             if thread is not None:
                 note(thread, at)
         if refs:
-            # A wait not recorded yet is on a dirty thread already: its default forms need no look.
-            for thread in threads_of_refs(self.conn, refs, unrecorded=False):
-                note(thread, min(refs.values()))
-            for thread, at in requested_at(self.conn, refs):
-                note(thread, at)
+            # The threads the requestIds name (load.threads_of_refs): a producer's requestId,
+            # else the auditor's record of the wait, which also gives the wait's time. A wait
+            # not recorded yet is on a dirty thread already: its default forms need no look.
+            lowest = min(refs.values())
+            named: set[str] = set()
+            for ref, thread in announced_refs(self.conn, refs):
+                named.add(ref)
+                note(thread, lowest)
+            for ref, thread, at in recorded_refs(self.conn, refs):
+                note(thread, at if ref in named else min(at, lowest))
         if not early:
             return
         self.conn.exec_driver_sql(driver_sql(self.conn, MARK_DIRTY_SINCE), sorted(early.items()))
@@ -208,6 +255,9 @@ class UnitWriter:
                 ),
                 tuple(part),
             )
+
+
+_RULE_AT = _FIELDS[FindingFact].index("rule")
 
 
 def _finding_row(f: Any) -> tuple[Any, ...]:
@@ -281,11 +331,17 @@ class UnitBatch:
     def __init__(self, conn: Connection, heartbeat_gap_ms: int = 0) -> None:
         self.conn = conn
         self.heartbeat_gap_ms = heartbeat_gap_ms
+        self.totals: Counter[tuple[str, str]] = Counter()  # of every unit of the batch
+        self.shard: int | None = None  # the first unit's id
 
     def unit(self, source: str, received_at: int, key: str | None = None) -> UnitWriter | None:
         """The next unit's writer, or None when its `key` is already stored."""
         unit_id = _insert_unit(self.conn, source[:512], received_at, key)
-        return None if unit_id is None else UnitWriter(self.conn, unit_id, self.heartbeat_gap_ms)
+        if unit_id is None:
+            return None
+        if self.shard is None:
+            self.shard = unit_id
+        return UnitWriter(self.conn, unit_id, self.heartbeat_gap_ms, self.totals)
 
 
 class Store:
@@ -313,7 +369,12 @@ class Store:
             self.engine.begin() as conn,
         ):
             unit_id = _insert_unit(conn, source[:512], received_at, key)
-            yield None if unit_id is None else UnitWriter(conn, unit_id, self.heartbeat_gap_ms)
+            if unit_id is None:
+                yield None
+                return
+            writer = UnitWriter(conn, unit_id, self.heartbeat_gap_ms)
+            yield writer
+            add_totals(conn, writer.totals, unit_id)  # last: see add_totals
 
     @contextmanager
     def units(self) -> Iterator[UnitBatch]:
@@ -326,7 +387,9 @@ class Store:
             ),
             self.engine.begin() as conn,
         ):
-            yield UnitBatch(conn, self.heartbeat_gap_ms)
+            batch = UnitBatch(conn, self.heartbeat_gap_ms)
+            yield batch
+            add_totals(conn, batch.totals, batch.shard or 0)  # once, last: see add_totals
 
     def findings(self) -> list[tuple[str, int]]:
         """(rule, at) of every protocol finding recorded."""

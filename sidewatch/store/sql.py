@@ -4,7 +4,7 @@ style, the one INSERT builder, the bulk insert, and the index hint of key lookup
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -23,6 +23,37 @@ MARK_DIRTY_SINCE = (
     "WHEN dirty_thread.early IS NULL OR excluded.early < dirty_thread.early "
     "THEN excluded.early ELSE dirty_thread.early END"
 )
+
+
+# Adds to the store-wide totals (models.RunningTotal).
+_ADD_TOTAL = (
+    "INSERT INTO running_total (counter, key, shard, value) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (counter, key, shard) DO UPDATE SET value = running_total.value + excluded.value"
+)
+TOTAL_SHARDS = 16  # rows per total: concurrent writers of one total mostly take different ones
+
+
+def add_totals(conn: Connection, counts: Mapping[tuple[str, str], int], shard: int = 0) -> None:
+    """Add `counts` ((counter, key) -> n, e.g. ("findings", rule)) to the store's totals, in
+    the transaction of `conn` that wrote the rows they count: so the totals are exact across
+    writers, replicas and restarts. Call it last before the commit: each total's row stays
+    locked until then (PostgreSQL), and every writer takes the rows in one (sorted) order
+    after its other writes, so two writers never wait on each other in a cycle."""
+    rows = [(c, k, shard % TOTAL_SHARDS, n) for (c, k), n in sorted(counts.items()) if n]
+    if rows:
+        conn.exec_driver_sql(driver_sql(conn, _ADD_TOTAL), rows)
+
+
+def running_totals(conn: Connection, *counters: str) -> dict[tuple[str, str], int]:
+    """The store's totals of `counters`, by (counter, key): a fixed set of rows (counters,
+    their keys, shards), however many rows they counted."""
+    marks = ", ".join("?" for _ in counters)
+    query = driver_sql(
+        conn,
+        "SELECT counter, key, sum(value) FROM running_total "  # noqa: S608 - our own names
+        f"WHERE counter IN ({marks}) GROUP BY counter, key",
+    )
+    return {(str(c), str(k)): int(n) for c, k, n in conn.exec_driver_sql(query, counters)}
 
 
 def finding_key(rule: str, thread: str | None, run: str | None, interrupt: str | None) -> str:

@@ -1,4 +1,4 @@
--- revision: 0017
+-- revision: 0018
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -266,6 +266,13 @@ CREATE TABLE settled_wait (
  WITHOUT ROWID
 
 ;
+CREATE TABLE running_total (
+	counter VARCHAR(32) NOT NULL, 
+	"key" VARCHAR(512) NOT NULL, 
+	shard INTEGER NOT NULL, 
+	value BIGINT NOT NULL, 
+	PRIMARY KEY (counter, "key", shard)
+);
 CREATE INDEX ix_finding_thread_id ON finding (thread_id);
 CREATE INDEX ix_signal_ref ON signal (thread_id, interrupt_id);
 CREATE INDEX ix_signal_request_id ON signal (request_id);
@@ -283,8 +290,8 @@ CREATE INDEX ix_wait_state_due ON wait_state (due_at);
 CREATE INDEX ix_wait_state_open_since ON wait_state (closed, state, since);
 CREATE INDEX ix_service_binding_service ON service_binding (service, instance);
 CREATE INDEX ix_service_binding_thread_id ON service_binding (thread_id);
-CREATE INDEX ix_interrupt_thread_id ON interrupt (thread_id);
 CREATE INDEX ix_interrupt_request_id ON interrupt (request_id);
+CREATE INDEX ix_interrupt_thread_id ON interrupt (thread_id);
 CREATE INDEX ix_subagent_thread_id ON subagent (thread_id);
 CREATE INDEX ix_interrupt_thread_at ON interrupt (thread_id, at);
 CREATE INDEX ix_interrupt_thread_interrupt ON interrupt (thread_id, interrupt_id);

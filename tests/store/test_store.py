@@ -50,6 +50,7 @@ TABLES = {
     "subagent",
     "thread_checkpoint",
     "settled_wait",
+    "running_total",
 }
 
 
