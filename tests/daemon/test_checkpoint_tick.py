@@ -742,6 +742,50 @@ def test_a_thread_with_a_service_bound_to_one_of_its_runs_resumes_from_its_cut(
     assert [[THREAD]] == loads  # evaluated whole: the same body
 
 
+def test_the_bindings_of_the_suffix_s_runs_are_looked_up_not_read_by_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's VM steps of the statements reading service bindings, for the GET of the open
+    # wait of a thread at two ages, each wait's run bound to the service (a binding a wait).
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    ages = {"young": RUNS, "old": 10 * RUNS}
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        binds = [
+            _service(START + i * 1000 + 1, threadId=thread, runId=f"run-{i}")
+            for i in range(10, runs + 1, 10)
+        ]
+        _ingest(store, [*lines, *binds, _service(START + 11 * RUNS * 1000)], START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    steps, asking = [0], [False]
+
+    def count() -> int:
+        steps[0] += asking[0]
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        asking[0] = "FROM service_binding" in statement
+
+    def asked(thread: str) -> int:
+        steps[0] = 0
+        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
+        assert body is not None and "WAITING" == body["state"]  # fresh: its run's service
+        return steps[0]
+
+    loads = _whole_loads(monkeypatch)
+    young, old = asked("young"), asked("old")
+    store.engine.dispose()
+
+    assert [] == loads  # both from their checkpoints
+    assert 0 < old <= young * 1.2 + 50, (young, old)
+
+
 def _cut_at_last_run(store: Store, policy: Policy, now: int) -> Auditor:
     """A first tick at `now`, which cuts the thread at the run of its last wait (every wait
     before it settled); the auditor, to tick again."""
