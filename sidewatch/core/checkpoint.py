@@ -360,9 +360,12 @@ def seeded(suffix: ThreadFacts, seen: Seen, cut: int) -> ThreadFacts:
 def seen_in(prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]) -> Seen:
     """What `prefix` holds of every id: the store's answer, computed from the facts (tests)."""
     u = uses(prefix)
+    # The store asks the findings of the suffix's runs whoever wrote them (store.checkpoint
+    # `seen`: one the auditor wrote, seq 0, too).
+    found = {f.run_id for f in prefix.findings if f.run_id is not None}
     return Seen(
         count=prefix_count(prefix, requests, signals),
-        runs=u.runs,
+        runs=u.runs | found,
         interrupts=frozenset(i.interrupt_id for i in prefix.interrupts),
         calls=u.calls,
         requests=frozenset(requests),
