@@ -23,7 +23,9 @@ database on the running server) instead of SQLite. `--shape`: `plain` (an interr
 wait), `crewai` (every wait's interrupt id is the thread's id, as ag-ui-crewai sends it),
 `scripted` (every run also calls an ungated tool under one scripted tool-call id), `beats`
 (every run that raises a wait also sends a thread-wide heartbeat, stored in spans with the
-compaction gap `--gap`, by default the daemon's: 60 s; `--gap 0` keeps a span a beat).
+compaction gap `--gap`, by default the daemon's: 60 s; `--gap 0` keeps a span a beat),
+`runbound` (every run that raises a wait binds it to a runtime service, `billing`, by a
+service heartbeat naming the run; the new event is a beat of the service).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ QUIET = replace(
 )
 
 
-SHAPES = ("plain", "crewai", "scripted", "beats")
+SHAPES = ("plain", "crewai", "scripted", "beats", "runbound")
 
 
 def _run_lines(
@@ -109,6 +111,8 @@ def _run_lines(
         iid = thread if shape == "crewai" else f"approve-{i}"
         if shape == "beats":  # for every wait of the thread: a beat, no run
             lines.append(_beat(thread, at + 1))
+        if shape == "runbound":
+            lines.append(_service(at + 1, threadId=thread, runId=run))
         interrupt = {"id": iid, "reason": "tool_call", "toolCallId": call}
         outcome = {"type": "interrupt", "interrupts": [interrupt]}
         lines.append(
@@ -136,6 +140,13 @@ def _run_lines(
 
 def _beat(thread: str, at: int) -> dict[str, Any]:
     value = {"threadId": thread, "resumeHandle": "ckpt"}
+    return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
+
+
+def _service(at: int, **bound: str) -> dict[str, Any]:
+    """A beat of the runtime service `billing` (instance A, durable); with `threadId` and
+    `runId`, it binds that run's waits to the service."""
+    value = {**bound, "service": "billing", "instance": "A", "durable": True}
     return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
 
 
@@ -180,6 +191,8 @@ def _measure(url: str, thread: str, now: int, shape: str) -> dict[str, float]:
     events = [start]
     if shape == "beats":
         events.append(_beat(thread, now))
+    if shape == "runbound":
+        events.append(_service(now))
     if shape == "scripted":  # the new run calls the tool under the scripted id again
         tool = {"toolCallId": "lookup-1", "timestamp": now}
         events += [

@@ -9,6 +9,11 @@ wait's evidence holds the prefix's beats as in the whole thread. They reach the 
 before the cut as well, but change nothing the store keeps of them (a closed verdict's state,
 since, times and findings: beats only move freshness, handle and `missing`, and a closed state
 rests on none of them). They are few: spans, one a handle change or a pause in the beating.
+A service bound to one of the thread's runs (store.services.expand) beats as that run's
+heartbeats, fed to that run's waits only, whenever timed: the suffix has the beats of the
+bindings to its own runs, whatever their time, and no others (a prefix run's waits are settled,
+and a run that neither side uses has no wait). They are no row of the thread's history, so the
+prefix's count leaves them out, and a late beat or binding changes no cut.
 Interrupt ids and tool-call ids may be shared where the engine's matching cannot reach across
 the cut (`holds`: CrewAI's one interrupt id per thread, scripted tool-call ids); a shared
 interrupt id is then seeded into the suffix as a closed tombstone (`seeded`), which gives its
@@ -33,6 +38,7 @@ from sidewatch.core.engine import ThreadVerdicts
 from sidewatch.core.facts import (
     VIA_GATED_CALL,
     VIA_TOOL_MESSAGE,
+    HeartbeatFact,
     InterruptFact,
     SignalFact,
     ThreadFacts,
@@ -66,7 +72,6 @@ class Seen:
     gated: frozenset[str] = frozenset()  # tool-call ids of prefix interrupts
     results: frozenset[str] = frozenset()  # tool-call ids of prefix tool results
     subagents: frozenset[str] = frozenset()  # subagent invocations with prefix steps
-    beats: bool = False  # a service's beats are bound to one of the thread's runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +97,9 @@ def refs(facts: ThreadFacts) -> set[str]:
 
 def split(facts: ThreadFacts, cut: int) -> tuple[ThreadFacts, ThreadFacts]:
     """The prefix and the suffix of a thread at `cut`. A signal naming a requestId belongs
-    to the suffix when a suffix interrupt may have that id, whenever it was timed, and a
-    thread-wide heartbeat (no run) always does: every later wait is fed it."""
+    to the suffix when a suffix interrupt may have that id, whenever it was timed, a
+    thread-wide heartbeat (no run) always does (every later wait is fed it), and so does a
+    bound service's beat of a run the suffix uses (only that run's waits are fed it)."""
 
     def parts(xs: Iterable[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         before: list[Any] = []
@@ -123,10 +129,10 @@ def split(facts: ThreadFacts, cut: int) -> tuple[ThreadFacts, ThreadFacts]:
             "subagents",
         )
     }
-    beats = facts.heartbeats
+    own = [h for h in facts.heartbeats if not h.bound]
     split_["heartbeats"] = (
-        tuple(h for h in beats if h.run_id is not None and h.at < cut),
-        tuple(h for h in beats if h.run_id is None or h.at >= cut),
+        tuple(h for h in own if h.run_id is not None and h.at < cut),
+        tuple(h for h in own if h.run_id is None or h.at >= cut),
     )
     prefix = ThreadFacts(
         thread_id=facts.thread_id,
@@ -140,15 +146,32 @@ def split(facts: ThreadFacts, cut: int) -> tuple[ThreadFacts, ThreadFacts]:
         signals=tuple(ss),
         **{k: v[1] for k, v in split_.items()},
     )
-    return prefix, suffix
+    if not any(h.bound for h in facts.heartbeats):
+        return prefix, suffix
+    # A bound service's beats reach the waits of the binding's run only (the thread's, with
+    # none): with the suffix when that run is the suffix's, whatever their time; else no
+    # suffix wait (a prefix run's waits are settled), and the store loads them not. (In the
+    # thread's order: beats at one instant are fed in it.)
+    runs = uses(suffix).runs
+
+    def after(h: HeartbeatFact) -> bool:
+        if h.bound:
+            return h.run_id is None or h.run_id in runs
+        return h.run_id is None or h.at >= cut
+
+    return (
+        replace(prefix, heartbeats=tuple(h for h in facts.heartbeats if not after(h))),
+        replace(suffix, heartbeats=tuple(h for h in facts.heartbeats if after(h))),
+    )
 
 
 def prefix_count(
     prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]
 ) -> int:
     """The prefix's facts as the store counts them: every fact timed before the cut (but a
-    finding the auditor wrote, seq 0, a signal naming a requestId, and a thread-wide
-    heartbeat, which `split` puts in the suffix), plus the signals
+    finding the auditor wrote, seq 0, a signal naming a requestId, a thread-wide heartbeat,
+    which `split` puts in the suffix, and a bound service's beat, no row of the thread's
+    history: services.expand gives it from the service's latest beats), plus the signals
     (of any time, in `signals`) naming one of `requests`, the prefix waits' requestIds."""
     wanted = set(requests)
     n = (
@@ -157,7 +180,7 @@ def prefix_count(
         + len(prefix.runs)
         + len(prefix.answers)
         + len(prefix.tool_results)
-        + len(prefix.heartbeats)
+        + sum(1 for h in prefix.heartbeats if not h.bound)
         + len(prefix.legacy_resumes)
         + len(prefix.subagents)
         + sum(1 for f in prefix.findings if f.seq != 0)
@@ -179,7 +202,8 @@ def uses(facts: ThreadFacts) -> Uses:
         facts.subagents,
     ):
         runs.update(x.run_id for x in xs)
-    runs.update(h.run_id for h in facts.heartbeats if h.run_id is not None)
+    # A bound service's beat is no fact of its run: it reaches that run's waits, if any.
+    runs.update(h.run_id for h in facts.heartbeats if h.run_id is not None and not h.bound)
     runs.update(f.run_id for f in facts.findings if f.run_id is not None and f.seq != 0)
     interrupts = {i.interrupt_id for i in facts.interrupts}
     interrupts.update(a.interrupt_id for a in facts.answers)
@@ -230,7 +254,7 @@ def holds(cp: Checkpoint, suffix: ThreadFacts, result: ThreadVerdicts, seen: See
     the suffix's waits: the prefix is as it was, shares no run or requestId with the suffix,
     its shared interrupt and tool-call ids cannot be matched across the cut, and it names
     nothing the suffix has."""
-    if seen.count != cp.count or seen.beats:
+    if seen.count != cp.count:
         return False
     u = uses(suffix)
     if u.runs & seen.runs or u.subagents & seen.subagents:
@@ -336,9 +360,12 @@ def seeded(suffix: ThreadFacts, seen: Seen, cut: int) -> ThreadFacts:
 def seen_in(prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]) -> Seen:
     """What `prefix` holds of every id: the store's answer, computed from the facts (tests)."""
     u = uses(prefix)
+    # The store asks the findings of the suffix's runs whoever wrote them (store.checkpoint
+    # `seen`: one the auditor wrote, seq 0, too).
+    found = {f.run_id for f in prefix.findings if f.run_id is not None}
     return Seen(
         count=prefix_count(prefix, requests, signals),
-        runs=u.runs,
+        runs=u.runs | found,
         interrupts=frozenset(i.interrupt_id for i in prefix.interrupts),
         calls=u.calls,
         requests=frozenset(requests),
@@ -373,7 +400,7 @@ def at_cut(
     seen = replace(seen_in(prefix, rids, facts.signals), count=count)
     if held is not None:
         ids = {k: getattr(seen, k) | getattr(held, k) for k in _IDS}
-        seen = Seen(count=count, beats=seen.beats or held.beats, **ids)
+        seen = Seen(count=count, **ids)
     return Checkpoint(facts.thread_id, cut, count, loose), suffix, seen
 
 

@@ -191,6 +191,9 @@ class HeartbeatFact:
     last_at: int | None = None  # None: one beat
     last_seq: int | None = None
     beats: int = 1
+    # A bound service's beat (store.services.expand: its binding, or a beat of an instance
+    # that holds the binding), not a stored heartbeat: no row of the thread's history.
+    bound: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 import orjson
@@ -50,7 +50,7 @@ from sidewatch.store.load import (
     _Reader,
     load_threads,
 )
-from sidewatch.store.services import expand
+from sidewatch.store.services import expand_runs
 from sidewatch.store.sql import driver_sql
 
 T = TypeVar("T")
@@ -187,8 +187,9 @@ def _in(ids: Collection[str]) -> str:
 
 def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
     """The facts of the thread timed at or after the cut, and the signals naming a requestId
-    one of its interrupts may have and the thread-wide heartbeats (whenever they were timed),
-    as load_threads gives them."""
+    one of its interrupts may have, the thread-wide heartbeats and the beats of the services
+    bound to the thread or to the suffix's runs (whenever they were timed), as load_threads
+    gives them (core.checkpoint.split)."""
     t, cut = cp.thread_id, cp.cut
     after = "thread_id = ? AND at >= ?"
     interrupts = _rows(conn, _INTERRUPT, after, (t, cut))
@@ -201,7 +202,7 @@ def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
         part = wanted[k : k + CHUNK]
         for s in _rows(conn, _SIGNAL, f"request_id IN ({_in(part)})", tuple(part)):
             signals[s.key] = s
-    return ThreadFacts(
+    facts = ThreadFacts(
         thread_id=t,
         interrupts=tuple(interrupts),
         tool_calls=tuple(_rows(conn, _CALL, after, (t, cut))),
@@ -209,22 +210,25 @@ def suffix(conn: Connection, cp: Checkpoint) -> ThreadFacts:
         answers=tuple(_rows(conn, _ANSWER, after, (t, cut))),
         tool_results=tuple(_rows(conn, _RESULT, after, (t, cut))),
         signals=tuple(signals.values()),
-        heartbeats=tuple(_beats(conn, t, cut)),
+        heartbeats=tuple(_spans(conn, t, cut)),
         legacy_resumes=tuple(_rows(conn, _LEGACY, after, (t, cut))),
         findings=tuple(_rows(conn, _FINDING, after, (t, cut))),
         subagents=tuple(_rows(conn, _SUBAGENT, after, (t, cut))),
     )
+    # The beats of the services bound to the thread or to one of the suffix's runs
+    # (store.services.expand: the first and latest of each instance), whatever their time.
+    bound = expand_runs(conn, t, uses(facts).runs)
+    return replace(facts, heartbeats=facts.heartbeats + tuple(bound)) if bound else facts
 
 
-def _beats(conn: Connection, thread: str, cut: int) -> list[HeartbeatFact]:
-    """The thread's heartbeats of the suffix (core.checkpoint.split): its spans from the cut
-    on, every thread-wide one (spans: one a pause or a handle change, not one a beat), and
-    the beats of services bound to the thread (store.services.expand, the first and latest
-    of each instance; `seen` keeps no checkpoint where one is bound to a run)."""
+def _spans(conn: Connection, thread: str, cut: int) -> list[HeartbeatFact]:
+    """The thread's stored heartbeats of the suffix (core.checkpoint.split): its spans from
+    the cut on, and every thread-wide one (spans: one a pause or a handle change, not one a
+    beat)."""
     spans = _rows(conn, _HEARTBEAT, "thread_id = ? AND at >= ?", (thread, cut))
     # The thread-wide spans before the cut by the (thread, run, at) index: not the prefix's.
     spans += _rows(conn, _HEARTBEAT, "thread_id = ? AND at < ? AND run_id IS NULL", (thread, cut))
-    return spans + expand(conn, [thread]).get(thread, [])
+    return spans
 
 
 def _early(conn: Connection, thread: str) -> int | None:
@@ -337,16 +341,7 @@ def seen(conn: Connection, cp: Checkpoint, part: ThreadFacts) -> Seen:
         gated=frozenset(held["g"]),
         results=frozenset(held["t"]),
         subagents=frozenset(held["s"]),
-        beats=_bound_to_runs(conn, cp.thread_id),
     )
-
-
-def _bound_to_runs(conn: Connection, thread: str) -> bool:
-    """A service is bound to one of the thread's runs: its beats are that run's heartbeats,
-    not stored as the thread's (`_held` cannot find that run in the prefix), so the thread
-    is evaluated whole. Bound to the thread, its beats are thread-wide (`_beats`)."""
-    sql = "SELECT 1 FROM service_binding WHERE thread_id = ? AND run_id IS NOT NULL LIMIT 1"
-    return conn.exec_driver_sql(driver_sql(conn, sql), (thread,)).first() is not None
 
 
 def _size(facts: ThreadFacts) -> int:
@@ -404,7 +399,7 @@ def evaluate_threads(
         except Exception as e:  # one thread never fails the others
             yield Outcome(facts.thread_id, None, False, None, had, e)
             continue
-        long = keep and _size(facts) > LONG and not _bound_to_runs(conn, facts.thread_id)
+        long = keep and _size(facts) > LONG
         new = _choose(facts, result, now, run) if long else None
         yield Outcome(facts.thread_id, result, False, new, had)
 

@@ -108,7 +108,7 @@ _SIGNAL = _Reader(
 )
 _LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__, entries=_entries)
 _FINDING = _Reader("finding", FindingFact)
-_HEARTBEAT = _Reader("heartbeat", HeartbeatFact, skip=("key",), handle=_bool)  # spans
+_HEARTBEAT = _Reader("heartbeat", HeartbeatFact, skip=("key", "bound"), handle=_bool)  # spans
 _STATES = {s.value: s for s in SubagentState}
 _SUBAGENT = _Reader(
     "subagent",

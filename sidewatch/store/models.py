@@ -296,6 +296,8 @@ ServiceBindingRow = Table(
     _bool("durable"),
     *_at_seq(),
     Index("ix_service_binding_service", "service", "instance"),
+    # A checkpoint's suffix loads the bindings to its own runs (services.expand_runs).
+    Index("ix_service_binding_thread_run", "thread_id", "run_id"),
 )
 
 FindingRow = Table(

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, func, or_, select, true
+from sqlalchemy import Connection, and_, case, func, or_, select, true, union_all
 
 from sidewatch.core.facts import HeartbeatFact, ServiceBeatFact, ServiceBindFact
 from sidewatch.store.models import (
@@ -147,7 +147,25 @@ def expand(conn: Connection, thread_ids: Collection[str] | None) -> dict[str, li
     """The heartbeat facts of the threads' bindings (all threads' when None): the binding
     itself (the instance holds a handle for the waits it raised) and each beat since that
     counts for it (first and latest of each instance that keeps it alive)."""
-    bindings = list(_bindings(conn, thread_ids))
+    return _expanded(conn, list(_bindings(conn, thread_ids)))
+
+
+def expand_runs(conn: Connection, thread: str, runs: Collection[str]) -> list[HeartbeatFact]:
+    """expand() of one thread's bindings to the thread and to one of `runs` only (a
+    checkpoint's suffix: the others feed none of its waits), read by (thread, run)."""
+    cols = _bind_columns()
+    queries = [select(*cols).where(_BIND.c.thread_id == thread, _BIND.c.run_id.is_(None))]
+    ids = sorted(runs)
+    for k in range(0, len(ids), CHUNK):
+        part = ids[k : k + CHUNK]
+        queries.append(select(*cols).where(_BIND.c.thread_id == thread, _BIND.c.run_id.in_(part)))
+    rows = conn.execute(union_all(*queries)) if len(queries) > 1 else conn.execute(queries[0])
+    return _expanded(conn, [_bind_fact(r) for r in rows]).get(thread, [])
+
+
+def _expanded(
+    conn: Connection, bindings: Sequence[ServiceBindFact]
+) -> dict[str, list[HeartbeatFact]]:
     if not bindings:
         return {}
     services = sorted({b.service for b in bindings})
@@ -162,7 +180,14 @@ def expand(conn: Connection, thread_ids: Collection[str] | None) -> dict[str, li
     for b in bindings:
         beats = out[b.thread_id]
         beats.append(
-            HeartbeatFact(thread_id=b.thread_id, at=b.at, seq=b.seq, run_id=b.run_id, handle=True)
+            HeartbeatFact(
+                thread_id=b.thread_id,
+                at=b.at,
+                seq=b.seq,
+                run_id=b.run_id,
+                handle=True,
+                bound=True,
+            )
         )
         for inst, f_at, f_seq, l_at, l_seq in rows.get(b.service, ()):
             if not b.durable and inst != b.instance:
@@ -170,21 +195,33 @@ def expand(conn: Connection, thread_ids: Collection[str] | None) -> dict[str, li
             for at, seq in {(f_at, f_seq), (l_at, l_seq)}:
                 if at >= b.at:
                     beats.append(
-                        HeartbeatFact(thread_id=b.thread_id, at=at, seq=seq, run_id=b.run_id)
+                        HeartbeatFact(
+                            thread_id=b.thread_id, at=at, seq=seq, run_id=b.run_id, bound=True
+                        )
                     )
     return out
 
 
-def _bindings(conn: Connection, thread_ids: Collection[str] | None) -> Iterable[ServiceBindFact]:
-    cols = (
-        _BIND.c.thread_id,
-        _BIND.c.run_id,
-        _BIND.c.service,
-        _BIND.c.instance,
-        _BIND.c.durable,
-        _BIND.c.at,
-        _BIND.c.seq,
+def _bind_columns() -> tuple[Any, ...]:
+    b = _BIND.c
+    return (b.thread_id, b.run_id, b.service, b.instance, b.durable, b.at, b.seq)
+
+
+def _bind_fact(row: Sequence[Any]) -> ServiceBindFact:
+    thread, run, service, inst, durable, at, seq = row
+    return ServiceBindFact(
+        thread_id=thread,
+        run_id=run,
+        service=service,
+        instance=inst,
+        durable=bool(durable),
+        at=int(at),
+        seq=int(seq),
     )
+
+
+def _bindings(conn: Connection, thread_ids: Collection[str] | None) -> Iterable[ServiceBindFact]:
+    cols = _bind_columns()
     if thread_ids is None:
         parts: Iterable[list[str] | None] = [None]
     else:
@@ -192,16 +229,7 @@ def _bindings(conn: Connection, thread_ids: Collection[str] | None) -> Iterable[
         parts = (ids[k : k + CHUNK] for k in range(0, len(ids), CHUNK))
     for part in parts:
         query = select(*cols) if part is None else select(*cols).where(_BIND.c.thread_id.in_(part))
-        for thread, run, service, inst, durable, at, seq in conn.execute(query):
-            yield ServiceBindFact(
-                thread_id=thread,
-                run_id=run,
-                service=service,
-                instance=inst,
-                durable=bool(durable),
-                at=int(at),
-                seq=int(seq),
-            )
+        yield from map(_bind_fact, conn.execute(query))
 
 
 def write_bindings(conn: Connection, bindings: Sequence[ServiceBindFact]) -> None:

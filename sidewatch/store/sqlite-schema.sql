@@ -1,4 +1,4 @@
--- revision: 0018
+-- revision: 0019
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -309,3 +309,4 @@ CREATE INDEX ix_heartbeat_thread_at ON heartbeat (thread_id, at);
 CREATE INDEX ix_heartbeat_at ON heartbeat (at, id);
 CREATE INDEX ix_subagent_thread_invocation ON subagent (thread_id, subagent_run_id);
 CREATE INDEX ix_heartbeat_thread_run_at ON heartbeat (thread_id, run_id, at);
+CREATE INDEX ix_service_binding_thread_run ON service_binding (thread_id, run_id);

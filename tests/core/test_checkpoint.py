@@ -330,14 +330,62 @@ def _renamed(facts: ThreadFacts, offset: int, seq: int, labels: dict[str, str]) 
     return _thread([one(f) for f in _arrived(facts)])
 
 
+def _bound(f: object) -> bool:
+    return isinstance(f, HeartbeatFact) and f.bound
+
+
+@st.composite
+def services(draw: st.DrawFn) -> tuple[ThreadFacts, int]:
+    """blocks(), with services bound to some of its runs, to a run it never uses, or to the
+    thread (store.services.expand's facts, `bound`): each binding a handle, then beats of the
+    service from then on, timed before or after any cut and arriving at any point (the
+    binding too: a run's waits may be bound after they were announced, or before)."""
+    facts, now = draw(blocks())
+    arrived = _arrived(facts)
+    runs = sorted({r for f in arrived if (r := getattr(f, "run_id", None)) is not None})
+    times = sorted({f.at for f in arrived})  # type: ignore[attr-defined]
+    last = max(f.seq for f in arrived) + 10  # type: ignore[attr-defined]
+    out = list(arrived)
+    for _ in range(draw(st.integers(0, 3))):
+        run = draw(st.sampled_from((*runs, "unused", None)))  # None: bound to the thread
+        at = draw(st.sampled_from(times)) + draw(st.sampled_from((-1, 0, 1)))
+        out.append(
+            HeartbeatFact(
+                thread_id=THREAD,
+                at=at,
+                seq=draw(st.integers(0, last)),
+                run_id=run,
+                handle=True,
+                bound=True,
+            )
+        )
+        for _ in range(draw(st.integers(0, 2))):  # the first and the latest beat since
+            out.append(
+                HeartbeatFact(
+                    thread_id=THREAD,
+                    at=at + draw(st.sampled_from((0, 1, MIN, 5 * MIN, 40 * MIN))),
+                    seq=draw(st.integers(0, last)),
+                    run_id=run,
+                    bound=True,
+                )
+            )
+    return _thread(sorted(out, key=lambda f: f.seq)), now  # type: ignore[attr-defined]
+
+
 @settings(max_examples=250, deadline=None)
-@given(blocks(), policies(), st.integers(0, 20 * MIN), st.booleans())
+@given(services(), policies(), st.integers(0, 20 * MIN), st.booleans(), st.booleans())
 def test_a_checkpoint_resumed_at_every_cut_gives_the_whole_evaluation(
-    history: tuple[ThreadFacts, int], pair: tuple[Policy, Policy], wait: int, beats: bool
+    history: tuple[ThreadFacts, int],
+    pair: tuple[Policy, Policy],
+    wait: int,
+    beats: bool,
+    bound: bool,
 ) -> None:
     facts, now = history
     if not beats:  # without thread-wide heartbeats (in the suffix whatever their time)
         facts = _thread([f for f in _arrived(facts) if not _thread_wide(f)])
+    if not bound:  # without bound services' beats
+        facts = _thread([f for f in _arrived(facts) if not _bound(f)])
     deploys, default = pair
 
     def policy_for(action: str | None, reason: str | None) -> Policy:
@@ -349,8 +397,13 @@ def test_a_checkpoint_resumed_at_every_cut_gives_the_whole_evaluation(
         first = _thread(arrived[:k])
         for cut in cuts:
             _resumed(first, facts, cut, policy_for, now, now + wait)
+    plain = _thread([f for f in arrived if not _bound(f)])
     for cut in cuts:  # everything arrived before the checkpoint
-        _resumed(facts, facts, cut, policy_for, now, now + wait)
+        got = _resumed(facts, facts, cut, policy_for, now, now + wait)
+        # A bound service's beats, whenever timed, keep no cut from holding: the suffix has
+        # those of its runs, and those of the other runs reach none of its waits.
+        if got is None and plain != facts:
+            assert _resumed(plain, plain, cut, policy_for, now, now + wait) is None
 
 
 def _long_thread(waits: int) -> list[object]:
@@ -700,3 +753,24 @@ def test_a_tool_message_before_the_cut_naming_the_call_of_a_later_wait_ends_the_
     wait = _gated(_later_wait("w"), "c")
     assert _holds([*_long_thread(6), replace(message, interrupt_id="other")], wait, NOW)
     assert not _holds([*_long_thread(6), message], wait, NOW)
+
+
+def test_a_service_bound_to_a_run_gives_its_beats_to_that_run_s_wait_after_the_cut() -> None:
+    policy = replace(_policy(None, None), heartbeat=Need.REQUIRED, handle=Need.REQUIRED)
+    first = _long_thread(6)
+    bound = [
+        # The later wait's run bound long before the cut, and a beat of the service since.
+        _beat(MIN, 10**5, run_id="later", handle=True, bound=True),
+        _beat(NOW + 1, 10**5 + 1, run_id="later", bound=True),
+        # A settled wait's run bound after the cut: that wait only is fed its beats.
+        _beat(NOW + 1, 10**5 + 2, run_id="ask-1", handle=True, bound=True),
+    ]
+    more = [*_later_wait("new"), *bound]
+    assert _holds(first, more, NOW + MIN, lambda a, r: policy)  # equal to the whole thread's
+    facts = _thread(first + more)
+    prefix, suffix = split(facts, _checkpoint(_thread(first), NOW + MIN).cut)
+    assert (prefix.heartbeats, suffix.heartbeats) == ((bound[2],), tuple(bound[:2]))
+    new = evaluate(facts, lambda a, r: policy, NOW + MIN).waits[-1]
+    alone = evaluate(_thread(first + more[:2]), lambda a, r: policy, NOW + MIN).waits[-1]
+    assert new.verdict is not None and new.verdict.missing == ()  # fresh, with a handle
+    assert alone.verdict is not None and alone.verdict.missing != ()

@@ -692,21 +692,98 @@ def test_a_thread_bound_to_a_service_resumes_from_its_cut_with_the_service_s_bea
     assert again == body
 
 
-def test_a_thread_with_a_service_bound_to_one_of_its_runs_keeps_no_checkpoint(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def run_bound_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The long thread, its last wait's run bound to the service `billing` by an event timed
+    before that run's start (so before the thread's cut), and a settled wait's run bound to
+    it too, after the cut."""
     monkeypatch.setattr(stored, "LONG", 50)
     store = Store(open_store(db_url))
     lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
-    bind = _service(START + RUNS * 1000 + 1, threadId=THREAD, runId=f"run-{RUNS}")
-    _ingest(store, [*lines, bind, _service(START + 90_000)], START)
-    Auditor(store, (BEATING,)).tick(START + 100_000)
-    with store.engine.connect() as c:
-        kept = c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    lines.append(_service(START + RUNS * 1000 - 1, threadId=THREAD, runId=f"run-{RUNS}"))
+    lines.append(_service(START + 90_000, threadId=THREAD, runId="run-30"))
+    _ingest(store, [*lines, _service(START + 95_000)], START)
+    yield store
     store.engine.dispose()
-    # Its beats are that run's, not stored as the thread's: the store cannot tell whether the
-    # run is before the cut, so none is kept (one would be taken, then never hold).
-    assert 0 == kept
+
+
+def test_a_thread_with_a_service_bound_to_one_of_its_runs_resumes_from_its_cut(
+    run_bound_thread: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = run_bound_thread
+    now, later = START + 100_000, START + 700_000
+    auditor = _cut_at_last_run(store, BEATING, now)
+    loads = _whole_loads(monkeypatch)
+
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    # A new beat of the service, and a binding of a settled wait's run, timed after the cut.
+    again = _service(now + 1, threadId=THREAD, runId="run-20")
+    _ingest(store, [new, again, _service(later - 100_000)], now)
+    auditor.tick(later)
+    last = f"{THREAD}/approve-{RUNS}"
+    body = Read(store, auditor.policy_for).wait(last, later)
+    with store.engine.connect() as c:
+        (out,) = stored.evaluate_threads(c, [THREAD], auditor.policy_for, later, keep=False)
+
+    assert [] == loads  # the tick, the GET and the evaluation from the checkpoint
+    whole = _beats_whole(store, later)
+    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
+    # Resumed: the suffix's one wait, as the whole thread gives it, its run's beats and all
+    # (the binding before the cut, the service's first beat and its latest).
+    assert out.resumed and out.result is not None
+    (w,) = out.result.waits
+    assert (w.evidence.request_id, w.evidence.items, w.verdict) == (last, *whole[last])
+    beats = [i for i in w.evidence.items if type(i).__name__ == "Heartbeat"]
+    assert [b.at for b in beats] == [START + RUNS * 1000 - 1, START + 95_000, later - 100_000]
+    assert w.verdict is not None and w.verdict.state.value == "WAITING"  # fresh: the service
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+    assert Read(store, auditor.policy_for).wait(last, later) == body
+    assert [[THREAD]] == loads  # evaluated whole: the same body
+
+
+def test_the_bindings_of_the_suffix_s_runs_are_looked_up_not_read_by_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's VM steps of the statements reading service bindings, for the GET of the open
+    # wait of a thread at two ages, each wait's run bound to the service (a binding a wait).
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    ages = {"young": RUNS, "old": 10 * RUNS}
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        binds = [
+            _service(START + i * 1000 + 1, threadId=thread, runId=f"run-{i}")
+            for i in range(10, runs + 1, 10)
+        ]
+        _ingest(store, [*lines, *binds, _service(START + 11 * RUNS * 1000)], START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(now)
+    steps, asking = [0], [False]
+
+    def count() -> int:
+        steps[0] += asking[0]
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        asking[0] = "FROM service_binding" in statement
+
+    def asked(thread: str) -> int:
+        steps[0] = 0
+        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
+        assert body is not None and "WAITING" == body["state"]  # fresh: its run's service
+        return steps[0]
+
+    loads = _whole_loads(monkeypatch)
+    young, old = asked("young"), asked("old")
+    store.engine.dispose()
+
+    assert [] == loads  # both from their checkpoints
+    assert 0 < old <= young * 1.2 + 50, (young, old)
 
 
 def _cut_at_last_run(store: Store, policy: Policy, now: int) -> Auditor:

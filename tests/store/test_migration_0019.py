@@ -1,0 +1,53 @@
+"""Migration 0019 on SQLite and PostgreSQL: a store with a long thread bound to a service by
+one of its runs goes down to 0018 and up again without losing a row, the (thread, run) index
+of service bindings dropped and made again; its checkpoint is kept and still holds."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from sidewatch.app.audit import Auditor
+from sidewatch.store import checkpoint as stored
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
+from tests.daemon.test_checkpoint_tick import BEATING, RUNS, START, THREAD, _ingest, _run, _service
+from tests.store.test_migration_0013 import _counts, _to
+
+INDEX = "ix_service_binding_thread_run"
+
+
+def _indexes(engine: object) -> set[str]:
+    return {str(i["name"]) for i in inspect(engine).get_indexes("service_binding")}
+
+
+def test_a_store_with_run_bound_services_goes_down_to_0018_and_up_without_loss(
+    blank_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(blank_db_url))
+    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    lines.append(_service(START + RUNS * 1000 + 1, threadId=THREAD, runId=f"run-{RUNS}"))
+    _ingest(store, [*lines, _service(START + 90_000)], START)
+    Auditor(store, (BEATING,)).tick(START + 100_000)
+    assert INDEX in _indexes(store.engine)
+    kept = _counts(store.engine)
+    store.engine.dispose()
+    engine = create_engine(blank_db_url)
+
+    _to(engine, "0018")
+    assert INDEX not in _indexes(engine)
+    assert kept == _counts(engine)
+    with engine.connect() as c:
+        assert 1 == c.execute(text("SELECT count(*) FROM service_binding")).scalar_one()
+    engine.dispose()
+
+    store = Store(open_store(blank_db_url))  # upgraded to the head
+    assert INDEX in _indexes(store.engine)
+    assert kept == _counts(store.engine)
+    with store.engine.connect() as c:
+        (out,) = stored.evaluate_threads(
+            c, [THREAD], lambda a, r: BEATING, START + 200_000, keep=False
+        )
+    assert out.resumed  # the checkpoint kept, and it holds
+    store.engine.dispose()
