@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from sidewatch.core.engine import PolicyFor
 from sidewatch.core.model import CLOSED_STATES
 from sidewatch.store import history
-from sidewatch.store.auditstate import driver_sql
+from sidewatch.store.auditstate import count_moves, driver_sql
 from sidewatch.store.db import classified
 from sidewatch.store.load import load_threads
 from sidewatch.store.sql import key_lookups
@@ -322,15 +322,8 @@ class Retention:
         for part in _chunks(requests):
             rm = ", ".join("?" for _ in part)
             where = f"request_id IN ({rm}) AND thread_id IN ({tm})"
-            for frm, to, policy, n in c.exec_driver_sql(
-                driver_sql(
-                    c,
-                    "SELECT from_state, to_state, policy, count(*) FROM transition "
-                    f"WHERE {where} GROUP BY from_state, to_state, policy",
-                ),
-                (*part, *threads),
-            ):
-                counts[(TRANSITIONS, sep(frm, to, policy))] += int(n)
+            for (frm, to, policy), n in count_moves(c, where, (*part, *threads)).items():
+                counts[(TRANSITIONS, sep(frm, to, policy))] += n
             for table in ("transition", "wait_state"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE {where}"), (*part, *threads)
