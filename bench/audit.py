@@ -44,7 +44,7 @@ from sidewatch.core.facts import (
 from sidewatch.core.health import classify
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
-from sidewatch.store.auditstate import STATE_COLS, TRANSITION_COLS, bulk_insert, copy_rows
+from sidewatch.store.auditstate import STATE_COLS, TRANSITION_ROW_COLS, bulk_insert, copy_rows
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 
@@ -204,7 +204,8 @@ def _write_floor(engine: Engine) -> tuple[float, float, float]:
     """Writing the rows the audit wrote (every state and transition, as stored) again, in the
     same batches, with the fastest plain bulk insert of the store (SQLite: executemany of a
     plain INSERT; PostgreSQL: COPY) and nothing else: what a full audit cannot go below.
-    Returns (seconds, of them the transitions' inserts, transition rows per wait)."""
+    Returns (seconds, of them the transitions' inserts, transition rows per wait: a row a
+    recording, its earlier transitions in it, since migration 0017)."""
     with engine.connect() as conn:
         states = [
             tuple(r)
@@ -212,7 +213,9 @@ def _write_floor(engine: Engine) -> tuple[float, float, float]:
         ]
         moves = [
             tuple(r)
-            for r in conn.exec_driver_sql(f"SELECT {', '.join(TRANSITION_COLS)} FROM transition")
+            for r in conn.exec_driver_sql(
+                f"SELECT {', '.join(TRANSITION_ROW_COLS)} FROM transition"
+            )
         ]
     with engine.begin() as conn:
         conn.exec_driver_sql("DELETE FROM transition")
@@ -226,7 +229,7 @@ def _write_floor(engine: Engine) -> tuple[float, float, float]:
             insert(conn, "wait_state", STATE_COLS, states[k : k + BATCH])
             part = moves[k * len(moves) // n : min(n, k + BATCH) * len(moves) // n]
             moved = time.perf_counter()
-            insert(conn, "transition", TRANSITION_COLS, part)
+            insert(conn, "transition", TRANSITION_ROW_COLS, part)
             spent += time.perf_counter() - moved
     return time.perf_counter() - start, spent, len(moves) / n
 

@@ -12,6 +12,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+import orjson
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
@@ -60,9 +61,9 @@ class StoredState(NamedTuple):
 
 class StoredTransition(NamedTuple):
     """One transition with the policy, thresholds and evidence (JSON) of the verdict that
-    recorded it. Stored compactly: the transitions one verdict recorded share its thresholds
-    and evidence, which only the last of them carries (see `save` and `transitions_of`).
-    A named tuple for the reason StoredState is one."""
+    recorded it. Stored compactly: the transitions one verdict recorded are one row, the last
+    one's, carrying their thresholds and evidence once and the earlier moves as JSON (see
+    `compact` and `expand`). A named tuple for the reason StoredState is one."""
 
     request_id: str
     thread_id: str
@@ -95,6 +96,8 @@ class Totals:
 
 STATE_COLS = StoredState._fields
 TRANSITION_COLS = StoredTransition._fields
+# A stored transition row: the last transition of a recording, and the ones before it.
+TRANSITION_ROW_COLS = (*TRANSITION_COLS, "earlier")
 # Column names come from our own dataclasses, never from input. A wait is its thread and its
 # requestId: two threads whose waits have the same requestId keep a record each.
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
@@ -272,10 +275,10 @@ class AuditState:
                 rows: list[tuple[Any, ...]] = list(states)  # each one its row
                 if conn.dialect.name == "postgresql":
                     _upsert_copied(conn, rows)
-                    copy_rows(conn, "transition", TRANSITION_COLS, compact(transitions))
+                    copy_rows(conn, "transition", TRANSITION_ROW_COLS, compact(transitions))
                 else:
                     bulk_insert(conn, "wait_state", STATE_COLS, rows, UPSERT_STATE)
-                    bulk_insert(conn, "transition", TRANSITION_COLS, compact(transitions))
+                    bulk_insert(conn, "transition", TRANSITION_ROW_COLS, compact(transitions))
                 found = _insert_findings(conn, findings)
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
@@ -412,7 +415,7 @@ class AuditState:
         has this requestId), oldest first, each with the thresholds and evidence it was
         recorded with."""
         table = table_of(TransitionRow)
-        query = select(*(table.c[k] for k in TRANSITION_COLS)).where(
+        query = select(*(table.c[k] for k in TRANSITION_ROW_COLS)).where(
             table.c.request_id == request_id
         )
         if thread_id is not None:
@@ -424,32 +427,42 @@ class AuditState:
 _WAIT = attrgetter("thread_id", "request_id", "recorded_at")
 _SHARED = attrgetter("thresholds", "evidence")
 _THRESHOLDS, _EVIDENCE = TRANSITION_COLS.index("thresholds"), TRANSITION_COLS.index("evidence")
+_EARLIER = TRANSITION_ROW_COLS.index("earlier")
 
 
 def compact(transitions: Sequence[StoredTransition]) -> list[tuple[Any, ...]]:
-    """The rows of `transitions` in order: a transition followed by one of the same wait and
-    recording with the same thresholds and evidence stores neither (NULL); they are stored
-    once, on the last transition of that recording, the one the verdict left the wait in."""
+    """The rows of `transitions` in order (TRANSITION_ROW_COLS): the transitions of one wait
+    and recording with the same thresholds and evidence are one row, the last one's, whose
+    `earlier` holds the moves before it as JSON `[[from, to, at], ...]` (None: no move
+    before it). A row a recording, not a row a transition: the rows are most of what a full
+    audit writes (bench/store_shape.py)."""
     rows: list[tuple[Any, ...]] = []
+    before: list[tuple[str | None, str, int]] = []
     last = len(transitions) - 1
     for k, t in enumerate(transitions):
         if k < last:
             n = transitions[k + 1]
             if _WAIT(n) == _WAIT(t) and _SHARED(n) == _SHARED(t):
-                rows.append((*_head(t), None, None))
+                before.append((t.from_state, t.to_state, t.at))
                 continue
-        rows.append((*_head(t), t.thresholds, t.evidence))
+        earlier = orjson.dumps(before).decode() if before else None
+        rows.append((*t, earlier))
+        before = []
     return rows
 
 
-def _head(t: StoredTransition) -> tuple[Any, ...]:
-    """A transition's columns before its thresholds and evidence."""
-    return (t.request_id, t.thread_id, t.from_state, t.to_state, t.at, t.recorded_at, t.policy)
+def moves(earlier: str | None) -> list[tuple[str | None, str, int]]:
+    """The (from, to, at) of the transitions a row's `earlier` holds, in order."""
+    if earlier is None:
+        return []
+    return [(m[0], m[1], int(m[2])) for m in orjson.loads(earlier)]
 
 
 def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
-    """Stored transition rows of one or more waits, in id order, each given the thresholds
-    and evidence it shares with the later transitions of its recording (see `compact`)."""
+    """Stored transition rows (TRANSITION_ROW_COLS) of one or more waits, in id order, as
+    their transitions: each row's earlier moves, then its own, all with its thresholds and
+    evidence (see `compact`). A row without them (written before migration 0017 and left by
+    it) takes those of the next row of its wait and recording."""
     out: list[StoredTransition] = []
     shared: dict[tuple[Any, ...], tuple[str, str]] = {}  # (thread, request, recorded_at)
     for r in reversed(rows):
@@ -458,12 +471,44 @@ def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
             shared[wait] = (r[_THRESHOLDS], r[_EVIDENCE])
         thresholds, evidence = shared.get(wait, ("{}", "{}"))
         out.append(StoredTransition(r[0], r[1], r[2], r[3], r[4], r[5], r[6], thresholds, evidence))
+        for frm, to, at in reversed(moves(r[_EARLIER])):
+            out.append(StoredTransition(r[0], r[1], frm, to, at, r[5], r[6], thresholds, evidence))
     out.reverse()
     return out
 
 
+def count_moves(
+    conn: Connection, where: str = "", params: Sequence[Any] = ()
+) -> Counter[tuple[str | None, str, str]]:
+    """(from, to, policy) -> transitions of the rows of `transition` matching `where` (SQL
+    on its columns, our own; "" for all): each row's own and its earlier ones."""
+    counts: Counter[tuple[str | None, str, str]] = Counter()
+    cond = f"WHERE {where}" if where else ""
+    more = f"WHERE {where} AND earlier IS NOT NULL" if where else "WHERE earlier IS NOT NULL"
+    # The earlier ones unpacked by the database: a restart counts every stored transition.
+    if conn.dialect.name == "postgresql":
+        unpacked = (
+            "SELECT m->>0, m->>1, policy, count(*) FROM transition, "  # noqa: S608 (ours)
+            f"json_array_elements(earlier::json) AS m {more} GROUP BY 1, 2, 3"
+        )
+    else:
+        unpacked = (
+            "SELECT json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), policy, "  # noqa: S608
+            f"count(*) FROM transition, json_each(transition.earlier) AS m {more} "
+            "GROUP BY 1, 2, 3"
+        )
+    own = (
+        f"SELECT from_state, to_state, policy, count(*) FROM transition {cond} "  # noqa: S608
+        "GROUP BY from_state, to_state, policy"
+    )
+    for sql in (own, unpacked):
+        for frm, to, policy, n in conn.exec_driver_sql(driver_sql(conn, sql), tuple(params)):
+            counts[(frm, to, policy)] += int(n)
+    return counts
+
+
 def _totals(conn: Connection) -> Totals:
-    ws, tr = table_of(WaitState), table_of(TransitionRow)
+    ws = table_of(WaitState)
     open_waits: Counter[tuple[str, str]] = Counter()
     unreported: Counter[tuple[str, str, str]] = Counter()
     for state, policy, missing, n in conn.execute(
@@ -476,11 +521,7 @@ def _totals(conn: Connection) -> Totals:
             unreported[(state, policy, missing)] = n
     closed: Counter[tuple[str, str]] = Counter()
     transitions: Counter[tuple[str, str]] = Counter()
-    for frm, to, policy, n in conn.execute(
-        select(tr.c.from_state, tr.c.to_state, tr.c.policy, func.count()).group_by(
-            tr.c.from_state, tr.c.to_state, tr.c.policy
-        )
-    ):
+    for (frm, to, policy), n in count_moves(conn).items():
         transitions[(frm or "none", to)] += n
         if to in CLOSED_STATES:
             closed[(to, policy)] += n

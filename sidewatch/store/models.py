@@ -26,6 +26,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
     false,
 )
@@ -362,7 +363,9 @@ Meta = Table(
 # The latest verdict of a wait, as the scheduled auditor last recorded it. `due_at` is when
 # time alone would next change it (indexed: a tick finds what is due without a scan).
 # A wait is its thread and its requestId (two threads' waits may have the same one). On
-# SQLite the table is its key's B-tree (no rowid): a full audit writes a row per wait.
+# SQLite it is a rowid table, as migration 0008 made it: WITHOUT ROWID measured a third
+# slower to write a full audit's rows (bench/store_shape.py), each index then holding the
+# text key instead of the rowid.
 WaitState = Table(
     "wait_state",
     metadata,
@@ -385,13 +388,16 @@ WaitState = Table(
     Index("ix_wait_state_request_id", "request_id"),
     Index("ix_wait_state_due", "due_at"),
     Index("ix_wait_state_open_since", "closed", "state", "since"),
-    sqlite_with_rowid=False,
 )
 
 # A wait entered `to_state` at `at` (by the evidence); recorded by the auditor at
 # `recorded_at` with the evidence and thresholds of that verdict (JSON, content-free).
-# The transitions one verdict recorded share them, stored once: on the last of them (the
-# highest id); the earlier ones hold NULL (store.auditstate.compact and expand).
+# The transitions one verdict recorded share them: they are one row, that of the last of them
+# (the state the verdict left the wait in), and `earlier` holds the ones before it in order,
+# as JSON `[[from, to, at], ...]` (NULL: it made one). A row a recording instead of a row a
+# transition: a full audit's write floor (bench/store_shape.py). A row with NULL thresholds
+# and evidence (none is written since 0017) shares the next row's of its recording
+# (store.auditstate.compact and expand).
 TransitionRow = Table(
     "transition",
     metadata,
@@ -405,6 +411,7 @@ TransitionRow = Table(
     _text("policy", 128),
     _text("thresholds", 512, null=True),
     _text("evidence", 4096, null=True),
+    Column("earlier", Text, nullable=True),
     Index("ix_transition_wait", "request_id", "thread_id"),
 )
 

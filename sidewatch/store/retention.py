@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from sidewatch.core.engine import PolicyFor
 from sidewatch.core.model import CLOSED_STATES
 from sidewatch.store import history
-from sidewatch.store.auditstate import driver_sql
+from sidewatch.store.auditstate import count_moves, driver_sql
 from sidewatch.store.db import classified
 from sidewatch.store.load import load_threads
 from sidewatch.store.sql import key_lookups
@@ -220,7 +220,9 @@ class Retention:
         """The threads of the closing transitions recorded before the cutoff, among up to a
         batch of transitions after `after` (by id: each is read once, by one pass), and the
         last id looked at. Ids follow recording: the scan stops at the first recorded at or
-        after the cutoff, and goes on from there once it is older."""
+        after the cutoff, and goes on from there once it is older. A row is a recording's last
+        transition (its earlier ones in `earlier`, 0017): a wait a recording closed and left
+        open again is not prunable, and one it left closed is found by that row."""
         closed = ", ".join(f"'{s}'" for s in sorted(_CLOSED))
         sql = (
             "SELECT id, thread_id, recorded_at FROM transition "
@@ -322,15 +324,8 @@ class Retention:
         for part in _chunks(requests):
             rm = ", ".join("?" for _ in part)
             where = f"request_id IN ({rm}) AND thread_id IN ({tm})"
-            for frm, to, policy, n in c.exec_driver_sql(
-                driver_sql(
-                    c,
-                    "SELECT from_state, to_state, policy, count(*) FROM transition "
-                    f"WHERE {where} GROUP BY from_state, to_state, policy",
-                ),
-                (*part, *threads),
-            ):
-                counts[(TRANSITIONS, sep(frm, to, policy))] += int(n)
+            for (frm, to, policy), n in count_moves(c, where, (*part, *threads)).items():
+                counts[(TRANSITIONS, sep(frm, to, policy))] += n
             for table in ("transition", "wait_state", "settled_wait"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE {where}"), (*part, *threads)
@@ -676,7 +671,7 @@ _DATED = {
     "finding": "at",
     "subagent": "at",
     "wait_state": "requested_at",
-    "transition": "at",
+    "transition": "at",  # a recording's last transition's (0017): its earlier ones' are not
 }
 
 

@@ -1,4 +1,4 @@
--- revision: 0019
+-- revision: 0020
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -143,7 +143,7 @@ CREATE TABLE "transition" (
 	policy VARCHAR(128) NOT NULL, 
 	thresholds VARCHAR(512), 
 	evidence VARCHAR(4096), 
-	thread_id VARCHAR(256) NOT NULL, 
+	thread_id VARCHAR(256) NOT NULL, earlier TEXT, 
 	PRIMARY KEY (id)
 );
 CREATE TABLE "wait_state" (

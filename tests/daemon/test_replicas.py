@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
 
+from sidewatch.store.auditstate import TRANSITION_ROW_COLS, expand
 from tests.daemon.test_e2e import (
     SHARED,
     Server,
@@ -124,21 +126,18 @@ def test_three_replicas_audit_once_and_another_takes_over_within_two_intervals(
 
         engine = create_engine(pg_url)
         with engine.connect() as conn:
-            duplicates = conn.execute(
-                text(
-                    "SELECT request_id, from_state, to_state, count(*) FROM transition "
-                    "GROUP BY request_id, from_state, to_state HAVING count(*) > 1"
-                )
-            ).all()
-            births = conn.execute(
-                text(
-                    "SELECT count(*), count(DISTINCT request_id) FROM transition "
-                    "WHERE from_state IS NULL"
-                )
-            ).one()
+            # Every recorded transition, each of its row's (a row a recording: 0017).
+            cols = ", ".join(TRANSITION_ROW_COLS)
+            moves = expand(
+                [tuple(r) for r in conn.execute(text(f"SELECT {cols} FROM transition ORDER BY id"))]
+            )
             stored = {r[0] for r in conn.execute(text("SELECT interrupt_id FROM interrupt"))}
-            transitions = conn.execute(text("SELECT count(*) FROM transition")).scalar_one()
             epochs = conn.execute(text("SELECT epoch FROM lease")).scalar_one()
+        counts = Counter((m.request_id, m.from_state, m.to_state) for m in moves)
+        duplicates = [k for k, n in counts.items() if n > 1]
+        born = [m.request_id for m in moves if m.from_state is None]
+        births = (len(born), len(set(born)))
+        transitions = len(moves)
         engine.dispose()
         metrics = _series(httpx.get(f"{auditor.url}/metrics").text)
         standby = next(s for s in survivors if s is not auditor)

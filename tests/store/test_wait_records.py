@@ -69,8 +69,9 @@ def _move(frm: str | None, to: str, recorded: int, evidence: str) -> StoredTrans
 
 
 def test_the_transitions_of_one_verdict_store_its_evidence_once(db_url: str) -> None:
-    """Three transitions of one verdict, then one of the next: two stored copies of the
-    evidence, and each transition read back with the evidence it was recorded with."""
+    """Three transitions of one verdict, then one of the next: two rows (a row a recording,
+    since migration 0017), two stored copies of the evidence, and each transition read back,
+    in order, with the evidence it was recorded with."""
     first = [
         _move(None, "WAITING", NOW, '{"e":1}'),
         _move("WAITING", "ORPHANED", NOW, '{"e":1}'),
@@ -85,24 +86,28 @@ def test_the_transitions_of_one_verdict_store_its_evidence_once(db_url: str) -> 
     got = state.transitions_of("r")
     with engine.connect() as conn:
         copies = conn.execute(
-            text("SELECT count(evidence), count(thresholds) FROM transition")
+            text("SELECT count(*), count(evidence), count(thresholds) FROM transition")
         ).one()
     engine.dispose()
 
     assert [*first, *later] == got
-    assert (2, 2) == tuple(copies)
+    assert (2, 2, 2) == tuple(copies)
 
 
 def test_only_what_the_next_transition_shares_is_left_out() -> None:
-    """A different evidence within one recording, or another wait between, keeps its copy."""
+    """A different evidence within one recording, or another wait between, keeps its row;
+    the transitions that share the next one's are in its row's `earlier`."""
     moves = [
         _move(None, "WAITING", NOW, '{"e":1}'),
         _move("WAITING", "ORPHANED", NOW, '{"e":2}'),
         _move("ORPHANED", "WAITING", NOW, '{"e":2}'),
+        StoredTransition("r2", "t", None, "WAITING", NOW, NOW, "p", '{"x":1}', '{"e":2}'),
+        _move("WAITING", "STALE", NOW, '{"e":2}'),
     ]
     rows = compact(moves)
 
-    assert ['{"e":1}', None, '{"e":2}'] == [r[-1] for r in rows]
+    assert ['{"e":1}', '{"e":2}', '{"e":2}', '{"e":2}'] == [r[-2] for r in rows]
+    assert [None, f'[["WAITING","ORPHANED",{NOW - 1}]]', None, None] == [r[-1] for r in rows]
     assert moves == expand(rows)
 
 
