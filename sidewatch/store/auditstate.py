@@ -461,7 +461,7 @@ def moves(earlier: str | None) -> list[tuple[str | None, str, int]]:
 def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
     """Stored transition rows (TRANSITION_ROW_COLS) of one or more waits, in id order, as
     their transitions: each row's earlier moves, then its own, all with its thresholds and
-    evidence (see `compact`). A row without them (written before migration 0017 and left by
+    evidence (see `compact`). A row without them (written before migration 0020 and left by
     it) takes those of the next row of its wait and recording."""
     out: list[StoredTransition] = []
     shared: dict[tuple[Any, ...], tuple[str, str]] = {}  # (thread, request, recorded_at)

@@ -396,7 +396,7 @@ WaitState = Table(
 # (the state the verdict left the wait in), and `earlier` holds the ones before it in order,
 # as JSON `[[from, to, at], ...]` (NULL: it made one). A row a recording instead of a row a
 # transition: a full audit's write floor (bench/store_shape.py). A row with NULL thresholds
-# and evidence (none is written since 0017) shares the next row's of its recording
+# and evidence (none is written since 0020) shares the next row's of its recording
 # (store.auditstate.compact and expand).
 TransitionRow = Table(
     "transition",

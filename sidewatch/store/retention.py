@@ -221,7 +221,7 @@ class Retention:
         batch of transitions after `after` (by id: each is read once, by one pass), and the
         last id looked at. Ids follow recording: the scan stops at the first recorded at or
         after the cutoff, and goes on from there once it is older. A row is a recording's last
-        transition (its earlier ones in `earlier`, 0017): a wait a recording closed and left
+        transition (its earlier ones in `earlier`, 0020): a wait a recording closed and left
         open again is not prunable, and one it left closed is found by that row."""
         closed = ", ".join(f"'{s}'" for s in sorted(_CLOSED))
         sql = (
@@ -671,7 +671,7 @@ _DATED = {
     "finding": "at",
     "subagent": "at",
     "wait_state": "requested_at",
-    "transition": "at",  # a recording's last transition's (0017): its earlier ones' are not
+    "transition": "at",  # a recording's last transition's (0020): its earlier ones' are not
 }
 
 

@@ -126,7 +126,7 @@ def test_three_replicas_audit_once_and_another_takes_over_within_two_intervals(
 
         engine = create_engine(pg_url)
         with engine.connect() as conn:
-            # Every recorded transition, each of its row's (a row a recording: 0017).
+            # Every recorded transition, each of its row's (a row a recording: 0020).
             cols = ", ".join(TRANSITION_ROW_COLS)
             moves = expand(
                 [tuple(r) for r in conn.execute(text(f"SELECT {cols} FROM transition ORDER BY id"))]

@@ -111,6 +111,6 @@ def test_a_fenced_out_auditor_records_nothing_and_its_successor_records_once(
 
 
 def _transitions(engine: Engine) -> int:
-    """Recorded transitions (a row a recording holds each of its own: migration 0017)."""
+    """Recorded transitions (a row a recording holds each of its own: migration 0020)."""
     with engine.connect() as conn:
         return sum(count_moves(conn).values())

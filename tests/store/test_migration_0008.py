@@ -127,7 +127,7 @@ def test_the_downgrade_gives_the_0007_rows_back(migrated: Engine) -> None:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "0007")
     states = _rows(migrated, "wait_state", "request_id")
-    # Each wait's in order: through 0017 (a row a recording) the interleaving of different
+    # Each wait's in order: through 0020 (a row a recording) the interleaving of different
     # waits' rows within one tick is not kept, and means nothing.
     moves = _rows(migrated, "transition", "request_id, id")
     migrated.dispose()

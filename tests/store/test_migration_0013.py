@@ -30,7 +30,7 @@ def _to(engine: Engine, revision: str) -> None:
 
 
 def _counts(engine: Engine) -> dict[str, int]:
-    """Rows of TABLES; of `transition`, the transitions (since 0017 a row a recording holds
+    """Rows of TABLES; of `transition`, the transitions (since 0020 a row a recording holds
     the earlier ones of it in `earlier`)."""
     packed = "earlier" in {c["name"] for c in inspect(engine).get_columns("transition")}
     with engine.connect() as c:
