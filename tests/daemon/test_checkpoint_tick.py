@@ -4,7 +4,7 @@ gives; a fact timed before the cut that arrives later makes the thread evaluated
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -387,17 +387,8 @@ def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
     now = START + 1_000_000
     auditor = Auditor(store, (QUIET,))
     auditor.tick(now)
-    steps, asking = [0], [False]
-
-    def count() -> int:
-        steps[0] += asking[0]
-        return 0
-
-    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
-
-    @event.listens_for(store.engine, "before_cursor_execute")
-    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        asking[0] = statement.startswith("SELECT 'r'")  # the ids asked, in one statement
+    # the ids asked, in one statement
+    steps = _vm_steps(store, lambda statement: statement.startswith("SELECT 'r'"))
 
     def asked(thread: str) -> int:
         steps[0] = 0
@@ -409,6 +400,24 @@ def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
     store.engine.dispose()
 
     assert 0 < old <= young * 1.2 + 50, (young, old)
+
+
+def _vm_steps(store: Store, asking: Callable[[str], bool]) -> list[int]:
+    """SQLite's VM steps of the statements `asking` picks, from now on: `[steps]`, which the
+    caller resets to 0 before what it measures."""
+    steps, on = [0], [False]
+
+    def count() -> int:
+        steps[0] += on[0]
+        return 0
+
+    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        on[0] = asking(statement)
+
+    return steps
 
 
 def _crew_run(i: int) -> list[dict[str, Any]]:
@@ -760,17 +769,7 @@ def test_the_bindings_of_the_suffix_s_runs_are_looked_up_not_read_by_age(
     now = START + 1_000_000
     auditor = Auditor(store, (BEATING,))
     auditor.tick(now)
-    steps, asking = [0], [False]
-
-    def count() -> int:
-        steps[0] += asking[0]
-        return 0
-
-    event.listen(store.engine, "checkout", lambda dbapi, *_: dbapi.set_progress_handler(count, 1))
-
-    @event.listens_for(store.engine, "before_cursor_execute")
-    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        asking[0] = "FROM service_binding" in statement
+    steps = _vm_steps(store, lambda statement: "FROM service_binding" in statement)
 
     def asked(thread: str) -> int:
         steps[0] = 0
