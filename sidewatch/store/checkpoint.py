@@ -384,9 +384,12 @@ def evaluate_threads(
         rids = {w.evidence.request_id for w in result.waits}
         asked = set(want.get(thread, ())) - rids if want is not None else set()
         # A wait asked for before the cut: its stored body, while the checkpoint holds (a
-        # fact that changes it ends the checkpoint) and no thread-wide beat can have reached
-        # it since (the engine feeds every wait each one); else the thread whole.
-        bodies = settled_of(conn, thread, asked, now) if asked and not _thread_wide(part) else {}
+        # fact that changes it ends the checkpoint) and no beat can have reached it since: no
+        # thread-wide beat (the engine feeds every wait each one) and no service binding (a
+        # binding to a settled wait's run, arriving later, gives it that service's beats, out
+        # of the prefix's count); else the thread whole.
+        served = asked and not _thread_wide(part) and not _bound(conn, thread)
+        bodies = settled_of(conn, thread, asked, now) if served else {}
         if len(bodies) < len(asked):
             whole.append(thread)
             continue
@@ -402,6 +405,13 @@ def evaluate_threads(
         long = keep and _size(facts) > LONG
         new = _choose(facts, result, now, run) if long else None
         yield Outcome(facts.thread_id, result, False, new, had)
+
+
+def _bound(conn: Connection, thread: str) -> bool:
+    """The thread has a service binding, to itself or to any of its runs (by the
+    `(thread_id, run_id)` index)."""
+    sql = "SELECT 1 FROM service_binding WHERE thread_id = ? LIMIT 1"
+    return conn.exec_driver_sql(driver_sql(conn, sql), (thread,)).first() is not None
 
 
 def _thread_wide(facts: ThreadFacts) -> bool:

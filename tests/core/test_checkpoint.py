@@ -100,8 +100,11 @@ def _resumed(
     assert got == expected
     assert _records(whole, cut) == _records(then, cut)
     # The bodies stored of the waits it settles (app.audit) are the whole thread's later,
-    # while no thread-wide beat is after the cut (else the read evaluates the thread whole).
-    if not any(h.run_id is None for h in suffix.heartbeats):
+    # while no thread-wide beat is after the cut and the thread has no service binding (else
+    # the read evaluates the thread whole: store.checkpoint.evaluate_threads).
+    if not any(h.run_id is None for h in suffix.heartbeats) and not any(
+        map(_bound, facts.heartbeats)
+    ):
         later_of: dict[str, Any] = {}  # a GET shows the first wait with a requestId
         for w in whole.waits:
             later_of.setdefault(w.evidence.request_id, w)

@@ -28,6 +28,7 @@ from tests.daemon.test_checkpoint_tick import (
     THREAD,
     _ingest,
     _run,
+    _service,
     _thread_beat,
 )
 
@@ -223,6 +224,27 @@ def test_a_thread_wide_beat_after_the_bodies_were_stored_is_in_the_settled_wait_
     served = _get(store, auditor.policy_for, rid, NOW + 1000)
 
     assert sum(i["kind"] == "heartbeat" for i in served["timeline"]) == 1
+    assert before != served
+    assert _whole_gets(store, auditor.policy_for, [rid], NOW + 1000)[rid] == served
+    store.engine.dispose()
+
+
+def test_a_binding_to_a_settled_wait_s_run_after_its_body_was_stored_is_in_its_get(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service bound later to the run of a settled wait gives it that service's beats (its
+    # timeline, handle and `missing`); a binding is not in the prefix's count, so the stored
+    # body must not be served then: the GET evaluates the thread whole.
+    store = _store(db_url, monkeypatch)
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(NOW)
+    rid = SETTLED[0]  # approve-10, of run-10
+    before = _get(store, auditor.policy_for, rid, NOW + 1000)
+
+    _ingest(store, [_service(NOW + 500, threadId=THREAD, runId="run-10")], NOW + 500)
+    served = _get(store, auditor.policy_for, rid, NOW + 1000)
+
+    assert any(i["kind"] == "heartbeat" for i in served["timeline"])
     assert before != served
     assert _whole_gets(store, auditor.policy_for, [rid], NOW + 1000)[rid] == served
     store.engine.dispose()
