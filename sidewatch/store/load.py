@@ -222,17 +222,15 @@ def threads_of_refs(conn: Connection, refs: Collection[str], unrecorded: bool = 
     else (`unrecorded`) the default forms `{threadId}/{interruptId}[@{runId}]` of the
     interrupts on threads the auditor has not classified since: every wait is recorded, or
     its thread is dirty."""
-    interrupt, state, dirty = table_of(InterruptRow), table_of(WaitState), table_of(DirtyThread)
+    interrupt, dirty = table_of(InterruptRow), table_of(DirtyThread)
     rest = set(refs)
     out: set[str] = set()
-    for column, thread in (
-        (interrupt.c.request_id, interrupt.c.thread_id),
-        (state.c.request_id, state.c.thread_id),
-    ):
-        for part in _chunks(sorted(rest)):
-            for ref, owner in conn.execute(select(column, thread).where(column.in_(part))):
-                rest.discard(ref)
-                out.add(owner)
+    for ref, owner in list(announced_refs(conn, rest)):
+        rest.discard(ref)
+        out.add(owner)
+    for ref, owner, _ in list(recorded_refs(conn, rest)):
+        rest.discard(ref)
+        out.add(owner)
     default = interrupt.c.thread_id + "/" + interrupt.c.interrupt_id
     for part in _chunks(sorted(rest) if unrecorded else []):
         query = (
