@@ -79,6 +79,9 @@ class Evaluated:
     verdict: Verdict | None  # None: its replay raised (`error`); the thread's other waits stand
     error: Exception | None = None
     runs: frozenset[str] = frozenset()  # the runs that announced it (first and again)
+    # The later runs that announced it again, each with the (at, seq) it did: from then on
+    # their beats reach it (core.settled gives a settled wait its beats back by this).
+    again: tuple[tuple[str, int, int], ...] = ()
     # When its evidence closed it (RESUMED included: only a later step of a run that answered
     # it reopens it); None while open. Time alone never reopens a wait (core.checkpoint).
     settled_at: int | None = None
@@ -100,6 +103,7 @@ class _Wait:
     replay: Replay
     runs: set[str]  # runs that announced it (first and again)
     items: list[Item] = field(default_factory=list)
+    again: tuple[tuple[str, int, int], ...] = ()  # later runs that announced it, and when
     answering: set[str] = field(default_factory=set)  # runs whose input answered it
     ignoring: set[str] = field(default_factory=set)  # runs whose input came while it was open
     verdict: Verdict | None = None
@@ -261,6 +265,7 @@ class _Pass:
         ):
             if f.run_id not in last.runs:  # announced again: the same wait
                 last.runs.add(f.run_id)
+                last.again += ((f.run_id, key[0], key[1]),)
                 self.by_run.setdefault(f.run_id, []).append(last)
                 # The run's spans of beats that go on past this instant count from it on.
                 for _, hb in self.heartbeats.get(f.run_id, ()):
@@ -412,9 +417,7 @@ class _Pass:
         elif isinstance(fact, SignalFact):
             self._signal(pos, fact)
         elif isinstance(fact, HeartbeatFact):
-            item = Heartbeat(
-                fact.at, fact.seq, fact.handle, fact.last_at, fact.last_seq, fact.beats
-            )
+            item = heartbeat_item(fact)
             self.heartbeats.setdefault(fact.run_id, []).append((pos, item))
             targets: Iterable[_Wait] = (
                 self.waits if fact.run_id is None else self.by_run.get(fact.run_id, ())
@@ -557,8 +560,15 @@ class _Pass:
             if v is not None and found:
                 v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
             settled = w.replay.closed_at if w.error is None and w.replay.closed else None
-            out.append(Evaluated(ev, v, w.error, frozenset(w.runs), settled))
+            out.append(
+                Evaluated(ev, v, w.error, runs=frozenset(w.runs), again=w.again, settled_at=settled)
+            )
         return ThreadVerdicts(tuple(out), tuple(self.findings))
+
+
+def heartbeat_item(fact: HeartbeatFact) -> Heartbeat:
+    """The timeline item of a heartbeat fact (a beat, or a span of beats)."""
+    return Heartbeat(fact.at, fact.seq, fact.handle, fact.last_at, fact.last_seq, fact.beats)
 
 
 @dataclass(frozen=True, slots=True)
