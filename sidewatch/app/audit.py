@@ -19,7 +19,6 @@ from typing import Any
 
 import orjson
 
-from sidewatch.app.read import settled_body
 from sidewatch.core.checkpoint import Checkpoint
 from sidewatch.core.engine import Evaluated, evaluate
 from sidewatch.core.facts import FindingFact, ThreadFacts
@@ -27,7 +26,6 @@ from sidewatch.core.model import (
     CLOSED_STATES,
     NEXT_MOVE,
     OWNER,
-    Heartbeat,
     Missing,
     State,
     Thresholds,
@@ -37,6 +35,7 @@ from sidewatch.core.model import (
     unreported_label,
 )
 from sidewatch.core.policy import Policy, select
+from sidewatch.core.settled import kept
 from sidewatch.errors import StoreRefused
 from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait
 from sidewatch.exporters.snapshot import (
@@ -384,8 +383,8 @@ class _Group:
     outcome: Outcome | None = None
     checkpoint: list[Checkpoint] = field(default_factory=list)  # to keep: saved with it
     dropped: list[str] = field(default_factory=list)
-    settled: list[tuple[str, str, int, int, bytes]] = field(default_factory=list)  # bodies
-    renewed: list[str] = field(default_factory=list)  # its old bodies deleted first
+    settled: list[tuple[str, str, int, bytes]] = field(default_factory=list)  # kept waits
+    renewed: list[str] = field(default_factory=list)  # its old kept waits deleted first
 
 
 def _evaluated(outcomes: Iterable[Outcome]) -> Iterator[tuple[str, str]]:
@@ -411,46 +410,34 @@ def _checkpoint(g: _Group, failed: bool, now: int) -> None:
         g.dropped.append(g.thread)
 
 
-def _settled(out: Outcome, cut: int, now: int) -> list[tuple[str, str, int, int, bytes]]:
-    """The stored bodies (read.settled_body, packed) of the waits before `cut`, evaluated at
-    `now`: the GET of one and the list serve them while the checkpoint holds. A closed
-    verdict is the same at any later time (core.health: a closed state, its since and
-    transitions are fixed; `missing`, `uncertain` and `lastHeartbeatAt` move only with
-    heartbeats; a subagent's state by its steps until then) when every item of the wait and
-    step of its subagent is timed by `now` and none is a heartbeat. Only such waits are
-    stored (a thread-wide beat reaches every wait, settled or not: with one, the thread is
-    evaluated whole, store.checkpoint.evaluate_threads); the others are not, and their GET
-    evaluates the thread whole."""
-    rows: list[tuple[str, str, int, int, bytes]] = []
+def _settled(out: Outcome, cut: int, now: int) -> list[tuple[str, str, int, bytes]]:
+    """What is kept (core.settled, packed) of the waits before `cut`, evaluated at `now`:
+    the GET of one and the list read them back with the beats that reach them then, while
+    the checkpoint holds."""
+    rows: list[tuple[str, str, int, bytes]] = []
     taken: set[str] = set()
     for w in out.result.waits if out.result is not None else ():
-        ev, v = w.evidence, w.verdict
+        ev = w.evidence
         # Two waits of a thread may have one requestId (a producer's): its GET shows the
         # first announced, as a whole evaluation does; the later one is not stored.
         first = ev.request_id not in taken
         taken.add(ev.request_id)
-        if v is None or not first or not settles(w, cut, now):
+        if not first or not settles(w, cut):
             continue
         try:
-            body = pack(settled_body(ev, v))
+            packed = pack(kept(w))
         except Exception:  # only a speed-up: its GET evaluates the thread whole
             log.exception("wait %s could not be stored settled", ev.request_id)
             continue
-        rows.append((ev.thread_id, ev.request_id, now, v.since, body))
+        rows.append((ev.thread_id, ev.request_id, now, packed))
     return rows
 
 
-def settles(w: Evaluated, cut: int, now: int) -> bool:
-    """Whether the body of `w` (evaluated at `now`) is stored as settled before `cut`
-    (`_settled`): announced before it, closed, no heartbeat in its timeline, and every item
-    and subagent step timed by `now`."""
-    ev, v = w.evidence, w.verdict
-    if ev.requested_at >= cut or v is None or not v.closed:
-        return False
-    steps = ev.subagent.steps if ev.subagent is not None else ()
-    return not any(isinstance(i, Heartbeat) or i.at > now for i in ev.items) and all(
-        s.at <= now for s in steps
-    )
+def settles(w: Evaluated, cut: int) -> bool:
+    """Whether `w` is kept as settled before `cut` (`_settled`): announced before it, and
+    closed (its verdict rests on no heartbeat then: core.settled)."""
+    v = w.verdict
+    return w.evidence.requested_at < cut and v is not None and v.closed
 
 
 def _joined(

@@ -75,11 +75,11 @@ def _waits(
     pick = _Pick(states, {rid for rid, _ in chosen}, changed, now)
     found = _found(store, policy_for, wanted.keys() | changed, wanted, pick)
     # A long thread is read from its checkpoint (store.checkpoint); a wait chosen before its
-    # cut is its stored body (or the thread whole, without one). Its settled waits there, not
-    # evaluated, are closed and recorded as they stay: they may rank only when closed states
-    # are listed and the recorded ones filled the limit (else each would be chosen). Those
-    # that rank are read again: their stored bodies where the checkpoint still holds, else
-    # their thread evaluated whole.
+    # cut is read back from what was kept of it (or the thread whole, without it). Its
+    # settled waits there, not evaluated, are closed and recorded as they stay: they may rank
+    # only when closed states are listed and the recorded ones filled the limit (else each
+    # would be chosen). Those that rank are read again: from what was kept of them where the
+    # checkpoint still holds, else their thread evaluated whole.
     if len(chosen) == limit and not _CLOSED.isdisjoint(states):
         top = _top(found, limit)
         until = top[-1][0] if len(top) == limit else None
@@ -161,11 +161,16 @@ def _found(
                     continue
                 if v.state.value in pick.states:
                     f.rows.append((v.since, body["requestId"], o.thread_id, body))
-        for rid, settled in o.settled.items():  # asked for, settled before the cut: stored
-            shown = {k: x for k, x in settled.body.items() if k != "timeline"}
+        for rid, settled in o.settled.items():  # asked for, settled before the cut: kept
             f.rids.add(rid)
-            if shown["state"] in pick.states:
-                f.rows.append((settled.since, shown["requestId"], o.thread_id, shown))
+            ev, v = settled.evidence, settled.verdict
+            if v is not None and v.state.value in pick.states:
+                try:
+                    body = verdict_json(ev, v)
+                except Exception:  # one wait that cannot be shown never fails the list
+                    log.exception("wait %s could not be listed; left out", rid)
+                    continue
+                f.rows.append((v.since, body["requestId"], o.thread_id, body))
     return out
 
 
@@ -180,15 +185,16 @@ def _wait(
 ) -> dict[str, Any] | None:
     # Looked up, never parsed: ids may hold `/` and `@`.
     # A long thread from its checkpoint, when the wait is after its cut (store.checkpoint);
-    # one settled before it is its stored body, while the checkpoint holds.
+    # one settled before it is read back from what was kept of it, while the checkpoint holds.
     threads = store.threads_of(request_id)
     want = {thread: {request_id} for thread in threads}
     for out in store.evaluations(threads, policy_for, now, keep=False, want=want):
         if out.result is None:
             raise out.error or ValueError("not evaluated")
         found = out.settled.get(request_id)
-        body = None if found is None else found.body
-        for w in out.result.waits if body is None else ():
+        waits = out.result.waits if found is None else (found,)
+        body = None
+        for w in waits:
             ev, v = w.evidence, w.verdict
             if ev.request_id != request_id:
                 continue
@@ -216,8 +222,7 @@ def _wait(
 
 def settled_body(ev: WaitEvidence, v: Verdict) -> dict[str, Any]:
     """What `GET /v1/waits/{requestId}` shows of a wait but `evaluatedAt` and `transitions`
-    (added at read time): its verdict and its timeline. Stored as it is for a wait settled
-    before its thread's checkpoint (app.audit._settled)."""
+    (added at read time): its verdict and its timeline."""
     return {**verdict_json(ev, v), "timeline": _timeline(ev)}
 
 

@@ -251,7 +251,7 @@ class AuditState:
         *,
         checkpoints: Sequence[Checkpoint] = (),
         dropped: Sequence[str] = (),
-        settled: Sequence[tuple[str, str, int, int, bytes]] = (),
+        settled: Sequence[tuple[str, str, int, bytes]] = (),
         renewed: Sequence[str] = (),
     ) -> None:
         """Record one batch of verdicts at once: states, transitions, findings (a finding
@@ -311,7 +311,7 @@ class AuditState:
                 # Settled verdicts rest on the old policies too: each thread is evaluated
                 # whole once more under the new ones (store.checkpoint).
                 conn.exec_driver_sql("DELETE FROM thread_checkpoint")
-                conn.exec_driver_sql("DELETE FROM settled_wait")  # their bodies too
+                conn.exec_driver_sql("DELETE FROM settled_wait")  # their kept waits too
                 if old is None:
                     conn.execute(meta.insert().values(key="policies", value=fingerprint))
                 else:

@@ -7,14 +7,16 @@ resumed evaluation reads what the suffix holds, not the thread's history. A fact
 before the cut that arrived since shows in the thread's dirty mark (its earliest time); only
 then is the prefix counted (a range count, in the database), and a changed count makes the
 thread evaluated whole (`_count`). Checkpoints are written by the auditor in the transaction
-of the verdicts they rest on (AuditState.save), with the bodies the read API shows of the waits
-they settle (`settled_wait`, app.audit._settled): a GET of such a wait is served from its body
-once the suffix shows that the checkpoint still holds (`evaluate_threads`, `want`), without
-reading the history; a dropped checkpoint takes its bodies with it (`write`).
+of the verdicts they rest on (AuditState.save), with what is kept of the waits they settle
+(`settled_wait`, core.settled: the evidence without its heartbeats): a GET of such a wait,
+once the suffix shows that the checkpoint still holds (`evaluate_threads`, `want`), reads it
+back with the beats that reach it now and classifies it, without reading the history; a
+dropped checkpoint takes its settled waits with it (`write`).
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -33,8 +35,24 @@ from sidewatch.core.checkpoint import (
     seeded,
     uses,
 )
-from sidewatch.core.engine import PolicyFor, ThreadVerdicts, evaluate
+from sidewatch.core.engine import Evaluated, PolicyFor, ThreadVerdicts, evaluate
 from sidewatch.core.facts import HeartbeatFact, SignalFact, ThreadFacts
+from sidewatch.core.health import classify
+from sidewatch.core.model import (
+    ActionChange,
+    Code,
+    Decision,
+    Heartbeat,
+    Receipt,
+    Route,
+    RunEvent,
+    RunStep,
+    SubagentState,
+    SubagentStep,
+    SubagentTrace,
+    WaitEvidence,
+)
+from sidewatch.core.settled import Kept, restored
 from sidewatch.store.load import (
     _ANSWER,
     _CALL,
@@ -54,6 +72,7 @@ from sidewatch.store.services import expand_runs
 from sidewatch.store.sql import driver_sql
 
 T = TypeVar("T")
+log = logging.getLogger("sidewatch.store")
 # The tables of a thread's own facts (run-scoped, with `thread_id`, `run_id`, `at`).
 _RUN_TABLES = ("interrupt", "tool_call", "run_fact", "answer", "legacy_resume", "tool_result")
 
@@ -70,8 +89,9 @@ class Outcome:
     checkpoint: Checkpoint | None
     had: bool  # the thread had a checkpoint when read
     error: Exception | None = None
-    # The stored bodies of the waits asked for (`want`) that are settled before the cut.
-    settled: Mapping[str, Settled] = field(default_factory=dict)
+    # The waits asked for (`want`) that are settled before the cut: their kept evidence with
+    # the beats that reach them now, and its verdict at the evaluation time.
+    settled: Mapping[str, Evaluated] = field(default_factory=dict)
 
 
 def checkpoints(conn: Connection, thread_ids: Collection[str]) -> dict[str, Checkpoint]:
@@ -95,13 +115,13 @@ def write(
     conn: Connection,
     keep: Sequence[Checkpoint],
     drop: Iterable[str],
-    settled: Sequence[tuple[str, str, int, int, bytes]] = (),
+    settled: Sequence[tuple[str, str, int, bytes]] = (),
     renewed: Iterable[str] = (),
 ) -> None:
     """Store `keep` (replacing the threads' old ones) and delete the checkpoints of `drop`,
-    with their settled bodies. `settled` (thread, requestId, at, since, packed body: `pack`)
-    are the bodies of the waits before a kept cut, stored beside those kept already, but for
-    the threads `renewed` (evaluated whole): their old bodies are deleted first."""
+    with their settled waits. `settled` (thread, requestId, at, packed: `pack`) are the
+    waits before a kept cut, stored beside those kept already, but for the threads `renewed`
+    (evaluated whole): their old ones are deleted first."""
     cleared = {*drop, *renewed}
     if cleared:
         conn.exec_driver_sql(
@@ -117,8 +137,8 @@ def write(
         conn.exec_driver_sql(
             driver_sql(
                 conn,
-                "INSERT INTO settled_wait (thread_id, request_id, at, since, body) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO settled_wait (thread_id, request_id, at, evidence) "
+                "VALUES (?, ?, ?, ?)",
             ),
             list(settled),
         )
@@ -141,38 +161,102 @@ def write(
         )
 
 
-def pack(body: Mapping[str, Any]) -> bytes:
-    """A settled wait's body as stored: compressed JSON."""
-    return zlib.compress(orjson.dumps(body), 1)
+# A settled wait as stored: its kept evidence (core.settled.Kept) as compressed JSON, every
+# record by its fields' names (a field added later is read back by name, or left at its
+# default by an older row), each timeline item tagged with its type.
+_ITEM_TYPES: dict[str, type[Any]] = {
+    t.__name__: t for t in (Route, Decision, ActionChange, Heartbeat, Receipt, RunEvent)
+}
+_ENUMS: dict[str, Callable[[Any], Any]] = {"code": Code, "step": RunStep, "state": SubagentState}
 
 
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """A settled wait's stored body (the GET's, but `evaluatedAt` and `transitions`), its
-    verdict's `since`, and the time `at` it was evaluated at."""
+def _named(record: Any) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
-    at: int
-    since: int
-    body: dict[str, Any]
+
+def _record(kind: type[T], values: dict[str, Any]) -> T:
+    return kind(**{k: _ENUMS[k](v) if k in _ENUMS else v for k, v in values.items()})
+
+
+def pack(k: Kept) -> bytes:
+    """A settled wait's kept evidence as stored: compressed JSON."""
+    ev = k.evidence
+    doc = _named(ev)
+    doc["items"] = [[type(i).__name__, _named(i)] for i in ev.items]
+    if ev.subagent is not None:
+        doc["subagent"] = {
+            "run_id": ev.subagent.run_id,
+            "steps": [_named(s) for s in ev.subagent.steps],
+        }
+    return zlib.compress(orjson.dumps({"evidence": doc, "again": k.again}), 1)
+
+
+def unpack(data: bytes) -> Kept:
+    """`pack` read back."""
+    doc = orjson.loads(zlib.decompress(data))
+    ev = dict(doc["evidence"])
+    ev["items"] = tuple(_record(_ITEM_TYPES[kind], v) for kind, v in ev["items"])
+    ev["findings"] = tuple(ev["findings"])
+    sub = ev.get("subagent")
+    if sub is not None:
+        steps = tuple(_record(SubagentStep, s) for s in sub["steps"])
+        ev["subagent"] = SubagentTrace(sub["run_id"], steps)
+    again = tuple((str(r), int(at), int(seq)) for r, at, seq in doc["again"])
+    return Kept(WaitEvidence(**ev), again)
 
 
 def settled_of(
     conn: Connection, thread: str, request_ids: Collection[str], now: int
-) -> dict[str, Settled]:
-    """The stored bodies of these waits of the thread, evaluated at or before `now` (a body
-    is the same at any later time: `sidewatch.app.audit._settled`), by (thread, requestId)."""
+) -> dict[str, Kept]:
+    """The stored settled waits of the thread with these requestIds, stored at or before
+    `now` (one that cannot be read back is left out: its thread is evaluated whole)."""
     ids = sorted(request_ids)
-    out: dict[str, Settled] = {}
+    out: dict[str, Kept] = {}
     for k in range(0, len(ids), CHUNK):
         part = ids[k : k + CHUNK]
         sql = driver_sql(
             conn,
-            "SELECT request_id, at, since, body FROM settled_wait "  # noqa: S608
+            "SELECT request_id, at, evidence FROM settled_wait "  # noqa: S608
             f"WHERE thread_id = ? AND request_id IN ({_in(part)})",
         )
-        for rid, at, since, body in conn.exec_driver_sql(sql, (thread, *part)):
-            if int(at) <= now:
-                out[str(rid)] = Settled(int(at), int(since), orjson.loads(zlib.decompress(body)))
+        for rid, at, data in conn.exec_driver_sql(sql, (thread, *part)):
+            if int(at) > now:
+                continue
+            try:
+                out[str(rid)] = unpack(data)
+            except Exception:  # only a speed-up: the thread is evaluated whole instead
+                log.exception("settled wait %s of thread %s could not be read", rid, thread)
+    return out
+
+
+def _served(
+    conn: Connection,
+    part: ThreadFacts,
+    asked: Collection[str],
+    policy_for: PolicyFor,
+    now: int,
+) -> dict[str, Evaluated] | None:
+    """The waits asked for that are settled before the cut, from what was kept of them and
+    the beats that reach them now (core.settled): the thread-wide ones of the suffix, and
+    those of their own runs, read by (thread, run). None: one is not stored (or cannot be
+    classified): the thread is evaluated whole."""
+    thread = part.thread_id
+    stored = settled_of(conn, thread, asked, now)
+    if len(stored) < len(asked):
+        return None
+    runs = sorted({r for kept in stored.values() for r in kept.runs})
+    beats = [h for h in part.heartbeats if h.run_id is None]
+    for n in range(0, len(runs), CHUNK):
+        ps = runs[n : n + CHUNK]
+        beats += _rows(conn, _HEARTBEAT, f"thread_id = ? AND run_id IN ({_in(ps)})", (thread, *ps))
+    beats += [h for h in expand_runs(conn, thread, runs) if h.run_id is not None]
+    out: dict[str, Evaluated] = {}
+    try:
+        for rid, kept in stored.items():
+            ev = restored(kept, beats)
+            out[rid] = Evaluated(ev, classify(ev, policy_for(ev.action, ev.reason), now))
+    except Exception:  # evaluated whole, where a failure is reported
+        return None
     return out
 
 
@@ -383,18 +467,15 @@ def evaluate_threads(
             continue
         rids = {w.evidence.request_id for w in result.waits}
         asked = set(want.get(thread, ())) - rids if want is not None else set()
-        # A wait asked for before the cut: its stored body, while the checkpoint holds (a
-        # fact that changes it ends the checkpoint) and no beat can have reached it since: no
-        # thread-wide beat (the engine feeds every wait each one) and no service binding (a
-        # binding to a settled wait's run, arriving later, gives it that service's beats, out
-        # of the prefix's count); else the thread whole.
-        served = asked and not _thread_wide(part) and not _bound(conn, thread)
-        bodies = settled_of(conn, thread, asked, now) if served else {}
-        if len(bodies) < len(asked):
+        # A wait asked for before the cut: what was kept of it, while the checkpoint holds (a
+        # fact that changes it ends the checkpoint), with the beats that reach it now; else
+        # the thread whole.
+        served = _served(conn, part, asked, policy_for, now) if asked else {}
+        if served is None:
             whole.append(thread)
             continue
         new = _choose(part, result, now, run, cp, known) if keep else None
-        yield Outcome(thread, result, True, new, True, settled=bodies)  # None: the old one stays
+        yield Outcome(thread, result, True, new, True, settled=served)  # None: the old one stays
     for facts in load_threads(conn, whole) if whole else ():
         had = facts.thread_id in held
         try:
@@ -405,18 +486,6 @@ def evaluate_threads(
         long = keep and _size(facts) > LONG
         new = _choose(facts, result, now, run) if long else None
         yield Outcome(facts.thread_id, result, False, new, had)
-
-
-def _bound(conn: Connection, thread: str) -> bool:
-    """The thread has a service binding, to itself or to any of its runs (by the
-    `(thread_id, run_id)` index)."""
-    sql = "SELECT 1 FROM service_binding WHERE thread_id = ? LIMIT 1"
-    return conn.exec_driver_sql(driver_sql(conn, sql), (thread,)).first() is not None
-
-
-def _thread_wide(facts: ThreadFacts) -> bool:
-    """The facts hold a heartbeat of the whole thread (no run), a service's bound to it too."""
-    return any(h.run_id is None for h in facts.heartbeats)
 
 
 def _choose(

@@ -438,18 +438,18 @@ ThreadCheckpoint = Table(
     _text("dangling", 16384),
 )
 
-# What the read API shows of a wait settled before its thread's checkpoint's cut: the body of
-# `GET /v1/waits/{requestId}` but `evaluatedAt` and `transitions` (store.checkpoint.settle;
-# zlib-compressed JSON), its verdict's `since`, and `at`, the time it was evaluated at (it is
-# shown for a later time only). Written and dropped with the checkpoint, in its transaction.
+# What is kept of a wait settled before its thread's checkpoint's cut (core.settled.Kept): its
+# evidence without its heartbeats, and the runs that announced it again (zlib-compressed JSON,
+# store.checkpoint.pack); a read gives it the beats that reach it then and classifies it. `at`:
+# the time it was evaluated at (it is read for a later time only). Written and dropped with
+# the checkpoint, in its transaction.
 SettledWait = Table(
     "settled_wait",
     metadata,
     _text("thread_id", 256, primary_key=True),
     _text("request_id", REQUEST_ID_COLUMN, primary_key=True),
     _ms("at"),
-    _ms("since"),
-    Column("body", LargeBinary, nullable=False),
+    Column("evidence", LargeBinary, nullable=False),
     sqlite_with_rowid=False,
 )
 

@@ -1,4 +1,4 @@
--- revision: 0020
+-- revision: 0021
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -255,17 +255,6 @@ CREATE TABLE "heartbeat" (
 	beats INTEGER NOT NULL, 
 	PRIMARY KEY (id)
 );
-CREATE TABLE settled_wait (
-	thread_id VARCHAR(256) NOT NULL, 
-	request_id VARCHAR(640) NOT NULL, 
-	at BIGINT NOT NULL, 
-	since BIGINT NOT NULL, 
-	body BLOB NOT NULL, 
-	PRIMARY KEY (thread_id, request_id)
-)
- WITHOUT ROWID
-
-;
 CREATE TABLE running_total (
 	counter VARCHAR(32) NOT NULL, 
 	"key" VARCHAR(512) NOT NULL, 
@@ -273,6 +262,16 @@ CREATE TABLE running_total (
 	value BIGINT NOT NULL, 
 	PRIMARY KEY (counter, "key", shard)
 );
+CREATE TABLE settled_wait (
+	thread_id VARCHAR(256) NOT NULL, 
+	request_id VARCHAR(640) NOT NULL, 
+	at BIGINT NOT NULL, 
+	evidence BLOB NOT NULL, 
+	PRIMARY KEY (thread_id, request_id)
+)
+ WITHOUT ROWID
+
+;
 CREATE INDEX ix_finding_thread_id ON finding (thread_id);
 CREATE INDEX ix_signal_ref ON signal (thread_id, interrupt_id);
 CREATE INDEX ix_signal_request_id ON signal (request_id);

@@ -40,8 +40,10 @@ from sidewatch.core.facts import (
     ToolResultFact,
     key_hash,
 )
+from sidewatch.core.health import classify
 from sidewatch.core.model import Code, Heartbeat, SubagentState
 from sidewatch.core.policy import DEFAULT_POLICY, Need, Policy
+from sidewatch.core.settled import kept, restored
 from tests.core.test_engine_differential import (
     CALLS,
     INTERRUPTS,
@@ -85,7 +87,11 @@ def _resumed(
     found = at_cut(first, then, cut)
     if found is None:
         return None
-    cp = found[0]
+    cp, taken_suffix, taken_seen = found
+    # The auditor keeps a checkpoint, and what it settles, only where it holds when taken
+    # (core.checkpoint.choose).
+    taken_part = evaluate(seeded(taken_suffix, taken_seen, cut), policy_for, now)  # type: ignore[arg-type]
+    taken = holds(cp, taken_suffix, taken_part, taken_seen)
     recorded = [w.evidence.request_id for w in then.waits if w.evidence.requested_at < cut]
     prefix, suffix = split(facts, cut)
     seen = seen_in(prefix, recorded, facts.signals)
@@ -99,23 +105,26 @@ def _resumed(
     got = [(w.evidence, w.verdict, w.settled_at) for w in part.waits]
     assert got == expected
     assert _records(whole, cut) == _records(then, cut)
-    # The bodies stored of the waits it settles (app.audit) are the whole thread's later,
-    # while no thread-wide beat is after the cut and the thread has no service binding (else
-    # the read evaluates the thread whole: store.checkpoint.evaluate_threads).
-    if not any(h.run_id is None for h in suffix.heartbeats) and not any(
-        map(_bound, facts.heartbeats)
-    ):
-        later_of: dict[str, Any] = {}  # a GET shows the first wait with a requestId
-        for w in whole.waits:
-            later_of.setdefault(w.evidence.request_id, w)
-        firsts: dict[str, Any] = {}
-        for w in then.waits:
-            firsts.setdefault(w.evidence.request_id, w)
-        for w in firsts.values():
-            if settles(w, cut, now):
-                lw = later_of[w.evidence.request_id]
-                assert w.verdict is not None and lw.verdict is not None
-                assert settled_body(w.evidence, w.verdict) == settled_body(lw.evidence, lw.verdict)
+    # What is kept of the waits it settles (app.audit, core.settled), read back later with
+    # the beats that reach them then (thread-wide ones, and their runs', bound services'
+    # too, whenever they came), is the whole thread's evidence and verdict later.
+    later_of: dict[str, Any] = {}  # a GET shows the first wait with a requestId
+    for w in whole.waits:
+        later_of.setdefault(w.evidence.request_id, w)
+    firsts: dict[str, Any] = {}
+    for w in then.waits:
+        firsts.setdefault(w.evidence.request_id, w)
+    for w in firsts.values() if taken else ():
+        if settles(w, cut):
+            k = kept(w)
+            assert not any(isinstance(i, Heartbeat) for i in k.evidence.items)
+            beats = [h for h in facts.heartbeats if h.run_id is None or h.run_id in k.runs]
+            ev = restored(k, beats)
+            lw = later_of[w.evidence.request_id]
+            assert ev == lw.evidence
+            v = classify(ev, policy_for(ev.action, ev.reason), later)  # type: ignore[operator]
+            assert v == lw.verdict
+            assert settled_body(ev, v) == settled_body(lw.evidence, lw.verdict)
     # The thread's findings as a set: they are stored by their natural key, in no order, and
     # the pass emits lone answers' findings in the order the answers came in.
     assert sorted(part.findings, key=repr) == sorted(

@@ -1,7 +1,9 @@
-"""A wait settled before a long thread's checkpoint's cut is served from its stored body
-(settled_wait, written with the checkpoint): the GET of it and the list give what a whole
-evaluation gives, without reading the thread's history; a fact that changes it (a late one,
-or a later step of the run that answered it: RESUMED → STUCK) is never served stale."""
+"""A wait settled before a long thread's checkpoint's cut is served from what was kept of it
+(settled_wait, written with the checkpoint: its evidence without heartbeats), given the beats
+that reach it when read: the GET of it and the list give what a whole evaluation gives,
+without reading the thread's history, whatever beats came since (thread-wide, its run's,
+a service bound later); a fact that changes it (a late one, or a later step of the run that
+answered it: RESUMED → STUCK) is never served stale."""
 
 from __future__ import annotations
 
@@ -86,11 +88,11 @@ def _whole_gets(store: Store, policy_for: Any, rids: list[str], now: int) -> dic
     return {rid: _get(store, policy_for, rid, now) for rid in rids}
 
 
-def test_the_get_of_a_settled_wait_is_its_stored_body_identical_to_the_whole_thread_s(
+def test_the_get_of_a_settled_wait_is_read_from_what_was_kept_identical_to_the_whole_thread_s(
     settled: tuple[Store, Auditor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, auditor = settled
-    later = NOW + 86_400_000  # a day on: nothing of a settled body moves with time
+    later = NOW + 86_400_000  # a day on: nothing of a settled wait moves with time alone
     loads = _loads(monkeypatch)
 
     served = {rid: _get(store, auditor.policy_for, rid, later) for rid in SETTLED}
@@ -104,7 +106,7 @@ def test_the_get_of_a_settled_wait_is_its_stored_body_identical_to_the_whole_thr
     assert all(b["transitions"] and b["timeline"] for b in served.values())
 
 
-def test_the_list_serves_settled_waits_that_rank_from_their_stored_bodies(
+def test_the_list_serves_settled_waits_that_rank_from_what_was_kept_of_them(
     settled: tuple[Store, Auditor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, auditor = settled
@@ -175,7 +177,7 @@ def test_a_late_failure_of_the_run_that_resumed_a_settled_wait_is_never_served_s
     at = NOW + 600_000
     before_tick = _get(store, auditor.policy_for, rid, at)
     listed = Read(store, auditor.policy_for).waits(EVERY, 100, at)["waits"]
-    auditor.tick(at)  # evaluated whole: the stored bodies are written again or dropped
+    auditor.tick(at)  # evaluated whole: the kept waits are written again or dropped
     after_tick = {r: _get(store, auditor.policy_for, r, at) for r in SETTLED}
 
     assert "STUCK_AFTER_DECISION" == before_tick["state"] == after_tick[rid]["state"]
@@ -208,11 +210,11 @@ def test_a_resumed_tick_that_moves_the_cut_stores_the_waits_it_settles(
     assert served == _whole_gets(store, auditor.policy_for, rids, at + 1000)
 
 
-def test_a_thread_wide_beat_after_the_bodies_were_stored_is_in_the_settled_wait_s_get(
+def test_a_thread_wide_beat_after_the_wait_was_kept_is_in_the_settled_wait_s_get(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The engine feeds a thread-wide beat to every wait, a settled one too (its timeline
-    # and its lastHeartbeatAt): the GET evaluates the thread whole then.
+    # and its lastHeartbeatAt): the GET gives it the beats that reach it when read.
     store = _store(db_url, monkeypatch)
     policy: Policy = BEATING
     auditor = Auditor(store, (policy,))
@@ -221,20 +223,22 @@ def test_a_thread_wide_beat_after_the_bodies_were_stored_is_in_the_settled_wait_
     before = _get(store, auditor.policy_for, rid, NOW + 1000)
 
     _ingest(store, [_thread_beat(NOW + 500)], NOW + 500)
+    loads = _loads(monkeypatch)
     served = _get(store, auditor.policy_for, rid, NOW + 1000)
 
+    assert [] == loads  # not evaluated whole
     assert sum(i["kind"] == "heartbeat" for i in served["timeline"]) == 1
     assert before != served
     assert _whole_gets(store, auditor.policy_for, [rid], NOW + 1000)[rid] == served
     store.engine.dispose()
 
 
-def test_a_binding_to_a_settled_wait_s_run_after_its_body_was_stored_is_in_its_get(
+def test_a_binding_to_a_settled_wait_s_run_after_it_was_kept_is_in_its_get(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A service bound later to the run of a settled wait gives it that service's beats (its
-    # timeline, handle and `missing`); a binding is not in the prefix's count, so the stored
-    # body must not be served then: the GET evaluates the thread whole.
+    # timeline, handle and `missing`); a binding is not in the prefix's count, so the read
+    # looks the bindings of the wait's own runs up.
     store = _store(db_url, monkeypatch)
     auditor = Auditor(store, (BEATING,))
     auditor.tick(NOW)
@@ -242,15 +246,54 @@ def test_a_binding_to_a_settled_wait_s_run_after_its_body_was_stored_is_in_its_g
     before = _get(store, auditor.policy_for, rid, NOW + 1000)
 
     _ingest(store, [_service(NOW + 500, threadId=THREAD, runId="run-10")], NOW + 500)
+    loads = _loads(monkeypatch)
     served = _get(store, auditor.policy_for, rid, NOW + 1000)
 
+    assert [] == loads
     assert any(i["kind"] == "heartbeat" for i in served["timeline"])
     assert before != served
     assert _whole_gets(store, auditor.policy_for, [rid], NOW + 1000)[rid] == served
     store.engine.dispose()
 
 
-def test_new_policies_and_a_dropped_checkpoint_drop_the_stored_bodies(
+def _run_beat(at: int, run: str) -> dict[str, Any]:
+    """A heartbeat of one run of the thread (for that run's waits), holding a handle."""
+    value = {"threadId": THREAD, "runId": run, "resumeHandle": "h"}
+    return {"type": "CUSTOM", "name": "sidewatch.heartbeat", "value": value, "timestamp": at}
+
+
+def test_a_settled_wait_with_its_run_s_beats_is_kept_and_its_span_growing_in_place_is_read(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # run-10 beats while approve-10 waits, and goes on beating after the cut: the beats
+    # extend the run's span in place (a row timed before the cut, no new fact of the
+    # prefix), which a stored body would have missed.
+    monkeypatch.setattr(stored, "LONG", 50)
+    store = Store(open_store(db_url), heartbeat_gap_ms=60_000)  # the daemon's default gap
+    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    lines += [_run_beat(START + 10_000 + k * 1000, "run-10") for k in range(3)]
+    _ingest(store, lines, START)
+    auditor = Auditor(store, (BEATING,))
+    auditor.tick(NOW)
+    rid = SETTLED[0]
+    with store.engine.connect() as c:
+        kept = c.execute(text("SELECT request_id FROM settled_wait")).scalars().all()
+    assert rid in kept  # its timeline holds heartbeats, and it is kept all the same
+    before = _get(store, auditor.policy_for, rid, NOW + 1000)
+
+    _ingest(store, [_run_beat(START + 13_000 + k * 1000, "run-10") for k in range(3)], NOW)
+    loads = _loads(monkeypatch)
+    served = _get(store, auditor.policy_for, rid, NOW + 1000)
+
+    assert [] == loads
+    (span,) = [i for i in served["timeline"] if i["kind"] == "heartbeat"]
+    assert 6 == span["beats"]
+    assert before != served
+    assert _whole_gets(store, auditor.policy_for, [rid], NOW + 1000)[rid] == served
+    store.engine.dispose()
+
+
+def test_new_policies_and_a_dropped_checkpoint_drop_the_kept_waits(
     settled: tuple[Store, Auditor],
 ) -> None:
     store, _ = settled

@@ -22,11 +22,11 @@ from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD, _run
 TABLES = ("interrupt", "run_fact", "answer", "wait_state", "transition", "unit", "finding")
 
 
-def _to(engine: Engine, revision: str) -> None:
+def _to(engine: Engine, revision: str, up: bool = False) -> None:
     cfg = _alembic_config()
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
+        (command.upgrade if up else command.downgrade)(cfg, revision)
 
 
 def _counts(engine: Engine) -> dict[str, int]:
