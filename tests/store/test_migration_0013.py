@@ -40,14 +40,20 @@ def _counts(engine: Engine) -> dict[str, int]:
     return out
 
 
-def test_a_0012_store_with_facts_and_verdicts_upgrades_without_loss(
-    blank_db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _audited(url: str, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """A store at the head holding the long thread, audited once (its checkpoint kept)."""
     monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(blank_db_url))
+    store = Store(open_store(url))
     body = b"\n".join(orjson.dumps(x) for i in range(1, RUNS + 1) for x in _run(i))
     ingest_unit(store, "test", body, START, ref_protector(store.engine, Config()))
     Auditor(store, (QUIET,)).tick(START + 100_000)
+    return store
+
+
+def test_a_0012_store_with_facts_and_verdicts_upgrades_without_loss(
+    blank_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _audited(blank_db_url, monkeypatch)
     store.engine.dispose()
     engine = create_engine(blank_db_url)
     _to(engine, "0012")  # the store as 0012 left it: its facts and verdicts

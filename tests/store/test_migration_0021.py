@@ -7,18 +7,14 @@ checkpoints kept (valid without their bodies)."""
 
 from __future__ import annotations
 
-import orjson
 import pytest
 from sqlalchemy import Engine, create_engine, inspect, text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
-from sidewatch.config import Config
-from sidewatch.store import checkpoint as stored
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD, _run
-from tests.store.test_migration_0013 import _counts, _to
+from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD
+from tests.store.test_migration_0013 import _audited, _counts, _to
 from tests.store.test_migration_0017 import _count
 
 
@@ -34,11 +30,7 @@ def _count_of(engine: Engine, table: str) -> int:
 def test_a_0020_store_upgrades_without_loss_and_keeps_its_settled_waits_again(
     blank_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(blank_db_url))
-    body = b"\n".join(orjson.dumps(x) for i in range(1, RUNS + 1) for x in _run(i))
-    ingest_unit(store, "test", body, START, ref_protector(store.engine, Config()))
-    Auditor(store, (QUIET,)).tick(START + 100_000)
+    store = _audited(blank_db_url, monkeypatch)
     assert RUNS // 10 - 1 == _count(store, "settled_wait")
     store.engine.dispose()
     engine = create_engine(blank_db_url)
