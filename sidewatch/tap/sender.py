@@ -1,11 +1,14 @@
 """The tap's queue and sender thread: bounded in lines and bytes, retried with backoff.
 
-`record` never blocks and never raises: a full queue drops the new line and counts it. The
-sender posts gzip NDJSON batches; a connection error or a `429`/`502`/`503`/`504` keeps the
-batch and retries it with exponential backoff and full jitter, so a daemon restart loses
-nothing the queue could hold. Other refusals drop the batch (counted). `close` (also run at
-interpreter exit) sends what is queued within its timeout. The daemon's URL is reached without
-the environment's proxies unless `use_proxy=True`: a proxy would see the bearer token.
+`record` never blocks and never raises: a full queue drops the new line and counts it. A tool
+call's lines (`TOOL_CALL_START` to `TOOL_CALL_END`) are queued together when it ends, and never
+cut across two batches: ingest reads a call within one unit, and an ADK confirmation cut in two
+was no wait at all. The sender posts gzip NDJSON batches; a connection error or a
+`429`/`502`/`503`/`504` keeps the batch and retries it with exponential backoff and full
+jitter, so a daemon restart loses nothing the queue could hold. Other refusals drop the batch
+(counted). `close` (also run at interpreter exit) sends what is queued within its timeout. The
+daemon's URL is reached without the environment's proxies unless `use_proxy=True`: a proxy
+would see the bearer token.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from sidewatch.tap.reduce import reduce_event, reduce_input
 log = logging.getLogger("sidewatch.tap")
 
 RETRIED = frozenset({408, 429, 502, 503, 504})
+_CALL_PARTS = frozenset({"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"})
+_RUN_ENDS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+MAX_HELD = 256  # tool calls held open at once; past it the oldest is queued as it stands
 
 
 def _loopback(host: str | None) -> bool:
@@ -83,8 +89,13 @@ class Tap:
                 "sidewatch tap: the token is sent in clear over http:// to %s; use https://",
                 parts.hostname,
             )
+        # Queued entries: a line, or a tool call's lines joined by newlines (never split).
         self._lines: deque[bytes] = deque()
+        self._count = 0  # lines queued
         self._bytes = 0
+        # The lines of tool calls started and not ended yet, by (threadId, toolCallId).
+        self._held: dict[tuple[Any, str], list[bytes]] = {}
+        self._held_bytes: dict[tuple[Any, str], int] = {}
         self._cond = threading.Condition()
         self._closing = False
         self._deadline: float | None = None  # when closing: give up retrying at this time
@@ -97,7 +108,7 @@ class Tap:
     def queued(self) -> tuple[int, int]:
         """(lines, bytes) waiting to be sent."""
         with self._cond:
-            return len(self._lines), self._bytes
+            return self._count, self._bytes
 
     def record(self, event: dict[str, Any], thread_id: str | None, run_id: str | None) -> None:
         """Queue what sidewatch reads of one event (or RunAgentInput), with its run's ids."""
@@ -116,22 +127,59 @@ class Tap:
             with self._cond:
                 self.dropped += 1
             return
-        self.record_line(line)
+        with self._cond:
+            self._route(reduced, line)
 
     def record_line(self, line: bytes) -> None:
         """Queue one NDJSON line; drop it (counted) when the queue is full in lines or bytes."""
         with self._cond:
-            if (
-                self._closing
-                or len(self._lines) >= self.queue_lines
-                or self._bytes + len(line) > self.queue_bytes
-            ):
-                self.dropped += 1
+            self._enqueue([line])
+
+    def _route(self, reduced: dict[str, Any], line: bytes) -> None:
+        """Queue `line`, or hold it with its tool call's until the call ends (or its run does,
+        or the tap closes). Called holding the lock."""
+        kind, call, thread = reduced.get("type"), reduced.get("toolCallId"), reduced.get("threadId")
+        if kind in _CALL_PARTS and isinstance(call, str):
+            key = (thread, call)
+            if kind == "TOOL_CALL_START":
+                self._release(key)  # the same id started again before it ended
+                if len(self._held) >= MAX_HELD:
+                    self._release(next(iter(self._held)))
+                self._held[key], self._held_bytes[key] = [line], len(line)
                 return
-            self._lines.append(line)
-            self._bytes += len(line)
-            if len(self._lines) >= self.batch_lines:
-                self._cond.notify()
+            held = self._held.get(key)
+            if held is not None:
+                held.append(line)
+                self._held_bytes[key] += len(line) + 1
+                if kind == "TOOL_CALL_END" or self._held_bytes[key] > self.batch_bytes:
+                    self._release(key)  # (a call larger than a batch goes as it stands)
+                return
+        elif kind in _RUN_ENDS:  # a call its run never ended goes before the run's end
+            for key in [k for k in self._held if k[0] == thread]:
+                self._release(key)
+        self._enqueue([line])
+
+    def _release(self, key: tuple[Any, str]) -> None:
+        lines = self._held.pop(key, None)
+        self._held_bytes.pop(key, None)
+        if lines:
+            self._enqueue(lines)
+
+    def _enqueue(self, lines: list[bytes]) -> None:
+        """Queue `lines` as one entry, or drop them (counted) when the queue is full."""
+        entry = b"\n".join(lines)
+        if (
+            self._closing
+            or self._count + len(lines) > self.queue_lines
+            or self._bytes + len(entry) > self.queue_bytes
+        ):
+            self.dropped += len(lines)
+            return
+        self._lines.append(entry)
+        self._count += len(lines)
+        self._bytes += len(entry)
+        if self._count >= self.batch_lines:
+            self._cond.notify()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait (up to `timeout`) until everything queued was sent or dropped."""
@@ -150,6 +198,8 @@ class Tap:
         with self._cond:
             if self._closing:
                 return
+            for key in list(self._held):  # calls not ended yet go as they stand
+                self._release(key)
             self._closing = True
             self._deadline = time.monotonic() + timeout
             self._cond.notify()
@@ -165,7 +215,7 @@ class Tap:
             self._idle = True
             self._cond.notify_all()
             end = time.monotonic() + self.flush_seconds
-            while not self._closing and len(self._lines) < self.batch_lines:
+            while not self._closing and self._count < self.batch_lines:
                 left = end - time.monotonic()
                 if left <= 0:
                     break
@@ -173,14 +223,16 @@ class Tap:
             if not self._lines:
                 return None if self._closing else []
             batch: list[bytes] = []
-            size = 0
-            while self._lines and len(batch) < self.batch_lines:
+            size = lines = 0
+            while self._lines and lines < self.batch_lines:
                 if batch and size + len(self._lines[0]) > self.batch_bytes:
                     break
-                line = self._lines.popleft()
-                batch.append(line)
-                size += len(line)
+                entry = self._lines.popleft()
+                batch.append(entry)
+                size += len(entry)
+                lines += _lines_in(entry)
             self._bytes -= size
+            self._count -= lines
             self._idle = False
             return batch
 
@@ -198,7 +250,7 @@ class Tap:
             outcome = self._post(batch)
             if outcome is None:
                 with self._cond:
-                    self.sent += len(batch)
+                    self.sent += sum(map(_lines_in, batch))
                 return
             retry, why = outcome
             delay = random.uniform(  # noqa: S311  (jitter, not a secret)
@@ -209,8 +261,9 @@ class Tap:
                     time.monotonic() + delay > self._deadline
                 )
                 if not retry or out_of_time:
-                    self.dropped += len(batch)
-                    log.warning("sidewatch tap: %d lines dropped: %s", len(batch), why)
+                    lost = sum(map(_lines_in, batch))
+                    self.dropped += lost
+                    log.warning("sidewatch tap: %d lines dropped: %s", lost, why)
                     return
                 self.retries += 1
                 self._cond.wait(delay)  # a close() wakes this, to retry within its deadline
@@ -231,3 +284,8 @@ class Tap:
         except Exception as e:  # unreachable, reset, timed out: retried
             return True, str(e) or type(e).__name__
         return None
+
+
+def _lines_in(entry: bytes) -> int:
+    """The lines of a queued entry (a line holds no raw newline: JSON escapes them)."""
+    return entry.count(b"\n") + 1

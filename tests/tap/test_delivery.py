@@ -222,6 +222,33 @@ def test_an_adk_confirmation_behind_the_tap_gets_the_same_delivery_evidence(
     )
 
 
+@pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning")  # ADK's in-memory services
+@pytest.mark.filterwarnings("ignore:Non-resumable HITL:DeprecationWarning")  # its default mode
+@pytest.mark.parametrize("lines", [1, 3])
+def test_an_adk_confirmation_is_a_wait_wherever_the_tap_cuts_its_batches(
+    sidewatch: Server, lines: int
+) -> None:
+    # Batches of `lines` lines cut the stream inside the confirmation call (the flush timer
+    # can cut it anywhere): the tap keeps a call's lines in one batch, so ingest reads it.
+    app = FastAPI()
+    add_adk_fastapi_endpoint(app, make_agent(ONE_CALL), "/agent")
+    tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.01, batch_lines=lines)
+    thread = f"cut-{uuid.uuid4().hex[:8]}"
+    run = agent_input(thread, messages=[{"id": "u1", "role": "user", "content": "Delete it."}])
+
+    with _Serve(TapMiddleware(app, tap=tap)) as agent:
+        answer = httpx.post(f"{agent}/agent", json=run, timeout=60)
+        tap.close()
+    call = next(
+        json.loads(line[5:])["toolCallId"]
+        for line in answer.text.splitlines()
+        if line.startswith("data:") and '"adk_request_confirmation"' in line
+    )
+    wait = _wait(sidewatch, f"{thread}/{call}")
+
+    assert ("delete_file", 0) == (wait["action"], tap.dropped)
+
+
 def test_a_client_gone_while_sending_its_request_gets_no_delivered_route() -> None:
     finished = {
         "type": "RUN_FINISHED",

@@ -26,6 +26,7 @@ class _Sink:
 
     def __init__(self, status: int = 200) -> None:
         self.lines: list[bytes] = []
+        self.bodies: list[list[bytes]] = []  # the lines of each batch taken
         self.status = status
         sink = self
 
@@ -33,7 +34,8 @@ class _Sink:
             def do_POST(self) -> None:  # http.server's naming
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if sink.status == 200:
-                    sink.lines += gzip.decompress(body).splitlines()
+                    sink.bodies.append(gzip.decompress(body).splitlines())
+                    sink.lines += sink.bodies[-1]
                 self.send_response(sink.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -224,6 +226,63 @@ def test_a_503_and_a_refused_connection_are_retried_until_sidewatch_takes_the_li
         sink.close()
 
     assert ([RUN], 1, 0) == (sink.events(), tap.sent, tap.dropped)
+
+
+def _part(kind: str, **fields: str) -> dict:
+    return {"type": kind, "threadId": "t", "runId": "r", "toolCallId": "c1", **fields}
+
+
+CALL = [
+    _part("TOOL_CALL_START", toolCallName="adk_request_confirmation"),
+    _part("TOOL_CALL_ARGS", delta='{"originalFunctionCall": '),
+    _part("TOOL_CALL_ARGS", delta='{"id": "f1", "name": "delete_file", "args": {}}}'),
+    _part("TOOL_CALL_END"),
+]
+FINISHED = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+
+
+def test_a_tool_call_is_never_cut_across_two_batches(sink: _Sink) -> None:
+    # Batches of one line, taken as soon as there is one: the call's four lines still go in
+    # one (ingest reads a call within one unit; an ADK confirmation cut in two is no wait).
+    tap = Tap(sink.url, flush_seconds=0.01, batch_lines=1)
+    tap.record(RUN, None, None)
+    assert tap.flush()
+    held = []
+    for part in CALL:
+        tap.record(part, None, None)
+        held.append(tap.queued[0])
+    tap.record(FINISHED, None, None)
+    tap.close()
+
+    assert [0, 0, 0] == held[:3]  # the call's first three lines were held, not queued
+    assert [json.loads(line)["type"] for line in sink.lines] == [
+        "RUN_STARTED",
+        *(p["type"] for p in CALL),
+        "RUN_FINISHED",
+    ]
+    assert [p["type"] for p in CALL] == [
+        json.loads(line)["type"] for body in sink.bodies for line in body if b"c1" in line
+    ]
+    assert 1 == sum(any(b"c1" in line for line in body) for body in sink.bodies)
+    assert (6, 0) == (tap.sent, tap.dropped)
+
+
+def test_a_call_that_never_ended_goes_before_its_run_s_end_or_at_close(sink: _Sink) -> None:
+    tap = Tap(sink.url, flush_seconds=3600, batch_lines=1000)
+    tap.record(CALL[0], None, None)
+    tap.record(CALL[1], None, None)
+    tap.record(FINISHED, None, None)  # the stream was cut before the call's end
+    tap.record({**CALL[0], "threadId": "other"}, None, None)  # still open at close
+
+    tap.close()
+
+    assert [
+        ("t", "TOOL_CALL_START"),
+        ("t", "TOOL_CALL_ARGS"),
+        ("t", "RUN_FINISHED"),
+        ("other", "TOOL_CALL_START"),
+    ] == [(e["threadId"], e["type"]) for e in sink.events()]
+    assert (4, 0) == (tap.sent, tap.dropped)
 
 
 def test_close_flushes_what_is_queued(sink: _Sink) -> None:
