@@ -192,17 +192,13 @@ def test_a_write_that_fails_reports_its_interrupts_undelivered() -> None:
     assert any(b"RUN_STARTED" in m.get("body", b"") for m in written)
 
 
-@pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning")  # ADK's in-memory services
-@pytest.mark.filterwarnings("ignore:Non-resumable HITL:DeprecationWarning")  # its default mode
-def test_an_adk_confirmation_behind_the_tap_gets_the_same_delivery_evidence(
-    sidewatch: Server,
-) -> None:
+def _adk_confirmation(tap: Tap) -> str:
+    """ag-ui-adk's agent asks to confirm its one call, behind the tap (closed after the
+    answer): the requestId of that confirmation's wait."""
     app = FastAPI()
     add_adk_fastapi_endpoint(app, make_agent(ONE_CALL), "/agent")
-    tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.1)
     thread = f"dlv-{uuid.uuid4().hex[:8]}"
     run = agent_input(thread, messages=[{"id": "u1", "role": "user", "content": "Delete it."}])
-
     with _Serve(TapMiddleware(app, tap=tap)) as agent:
         answer = httpx.post(f"{agent}/agent", json=run, timeout=60)
         tap.close()
@@ -211,9 +207,18 @@ def test_an_adk_confirmation_behind_the_tap_gets_the_same_delivery_evidence(
         for line in answer.text.splitlines()
         if line.startswith("data:") and '"adk_request_confirmation"' in line
     )
-    _wait(sidewatch, f"{thread}/{call}")
+    return f"{thread}/{call}"
+
+
+@pytest.mark.filterwarnings("ignore:\\[EXPERIMENTAL\\]:UserWarning")  # ADK's in-memory services
+@pytest.mark.filterwarnings("ignore:Non-resumable HITL:DeprecationWarning")  # its default mode
+def test_an_adk_confirmation_behind_the_tap_gets_the_same_delivery_evidence(
+    sidewatch: Server,
+) -> None:
+    rid = _adk_confirmation(Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.1))
+    _wait(sidewatch, rid)
     time.sleep(2.5)  # past routeGrace (1s) and an auditor tick
-    wait = _wait(sidewatch, f"{thread}/{call}")
+    wait = _wait(sidewatch, rid)
 
     assert ("WAITING", False) == (wait["state"], wait["uncertain"]), wait
     assert ("delivered", [True]) == (
@@ -230,21 +235,8 @@ def test_an_adk_confirmation_is_a_wait_wherever_the_tap_cuts_its_batches(
 ) -> None:
     # Batches of `lines` lines cut the stream inside the confirmation call (the flush timer
     # can cut it anywhere): the tap keeps a call's lines in one batch, so ingest reads it.
-    app = FastAPI()
-    add_adk_fastapi_endpoint(app, make_agent(ONE_CALL), "/agent")
     tap = Tap(f"{sidewatch.url}/v1/events", flush_seconds=0.01, batch_lines=lines)
-    thread = f"cut-{uuid.uuid4().hex[:8]}"
-    run = agent_input(thread, messages=[{"id": "u1", "role": "user", "content": "Delete it."}])
-
-    with _Serve(TapMiddleware(app, tap=tap)) as agent:
-        answer = httpx.post(f"{agent}/agent", json=run, timeout=60)
-        tap.close()
-    call = next(
-        json.loads(line[5:])["toolCallId"]
-        for line in answer.text.splitlines()
-        if line.startswith("data:") and '"adk_request_confirmation"' in line
-    )
-    wait = _wait(sidewatch, f"{thread}/{call}")
+    wait = _wait(sidewatch, _adk_confirmation(tap))
 
     assert ("delete_file", 0) == (wait["action"], tap.dropped)
 
