@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidewatch.core.engine import Evaluated
 from sidewatch.core.model import (
     CLOSED_STATES,
     ActionChange,
@@ -147,31 +148,30 @@ def _found(
             continue
         f = out[o.thread_id] = _Found([], o.resumed)
         for w in o.result.waits:
-            ev, v = w.evidence, w.verdict
+            ev = w.evidence
             f.rids.add(ev.request_id)
             if ev.request_id in pick.wanted or (
                 ev.thread_id in pick.changed and ev.requested_at <= pick.at
             ):
-                try:
-                    if v is None:
-                        raise w.error or ValueError("no verdict")
-                    body = verdict_json(ev, v)
-                except Exception:  # one wait that cannot be shown never fails the list
-                    log.exception("wait %s could not be listed; left out", ev.request_id)
-                    continue
-                if v.state.value in pick.states:
-                    f.rows.append((v.since, body["requestId"], o.thread_id, body))
+                _listed(f, o.thread_id, w, pick.states)
         for rid, settled in o.settled.items():  # asked for, settled before the cut: kept
             f.rids.add(rid)
-            ev, v = settled.evidence, settled.verdict
-            if v is not None and v.state.value in pick.states:
-                try:
-                    body = verdict_json(ev, v)
-                except Exception:  # one wait that cannot be shown never fails the list
-                    log.exception("wait %s could not be listed; left out", rid)
-                    continue
-                f.rows.append((v.since, body["requestId"], o.thread_id, body))
+            _listed(f, o.thread_id, settled, pick.states)
     return out
+
+
+def _listed(f: _Found, thread: str, w: Evaluated, states: Collection[str]) -> None:
+    """`w`'s row of the list, when it is in one of `states`."""
+    ev, v = w.evidence, w.verdict
+    try:
+        if v is None:
+            raise w.error or ValueError("no verdict")
+        body = verdict_json(ev, v)
+    except Exception:  # one wait that cannot be shown never fails the list
+        log.exception("wait %s could not be listed; left out", ev.request_id)
+        return
+    if v.state.value in states:
+        f.rows.append((v.since, body["requestId"], thread, body))
 
 
 def _top(found: dict[str, _Found], limit: int) -> list[_Row]:

@@ -249,7 +249,7 @@ def _served(
     for n in range(0, len(runs), CHUNK):
         ps = runs[n : n + CHUNK]
         beats += _rows(conn, _HEARTBEAT, f"thread_id = ? AND run_id IN ({_in(ps)})", (thread, *ps))
-    beats += [h for h in expand_runs(conn, thread, runs) if h.run_id is not None]
+    beats += expand_runs(conn, thread, runs, whole=False)  # the thread's: in the suffix
     out: dict[str, Evaluated] = {}
     try:
         for rid, kept in stored.items():

@@ -150,15 +150,22 @@ def expand(conn: Connection, thread_ids: Collection[str] | None) -> dict[str, li
     return _expanded(conn, list(_bindings(conn, thread_ids)))
 
 
-def expand_runs(conn: Connection, thread: str, runs: Collection[str]) -> list[HeartbeatFact]:
-    """expand() of one thread's bindings to the thread and to one of `runs` only (a
-    checkpoint's suffix: the others feed none of its waits), read by (thread, run)."""
+def expand_runs(
+    conn: Connection, thread: str, runs: Collection[str], whole: bool = True
+) -> list[HeartbeatFact]:
+    """expand() of one thread's bindings to the thread (but with `whole` False) and to one of
+    `runs` only (a checkpoint's suffix: the others feed none of its waits), read by (thread,
+    run)."""
     cols = _bind_columns()
-    queries = [select(*cols).where(_BIND.c.thread_id == thread, _BIND.c.run_id.is_(None))]
+    queries = []
+    if whole:
+        queries.append(select(*cols).where(_BIND.c.thread_id == thread, _BIND.c.run_id.is_(None)))
     ids = sorted(runs)
     for k in range(0, len(ids), CHUNK):
         part = ids[k : k + CHUNK]
         queries.append(select(*cols).where(_BIND.c.thread_id == thread, _BIND.c.run_id.in_(part)))
+    if not queries:
+        return []
     rows = conn.execute(union_all(*queries)) if len(queries) > 1 else conn.execute(queries[0])
     return _expanded(conn, [_bind_fact(r) for r in rows]).get(thread, [])
 
