@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Engine, create_engine, inspect, text
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
@@ -18,8 +18,8 @@ from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD
 from tests.store.test_migration_0013 import _audited, _counts, _to
 
 
-def _count(store: Store, table: str) -> int:
-    with store.engine.connect() as c:
+def _count(engine: Engine, table: str) -> int:
+    with engine.connect() as c:
         return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
 
 
@@ -27,7 +27,7 @@ def test_a_0016_store_upgrades_without_loss_and_takes_its_checkpoints_again_with
     blank_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _audited(blank_db_url, monkeypatch)
-    assert RUNS // 10 - 1 == _count(store, "settled_wait")
+    assert RUNS // 10 - 1 == _count(store.engine, "settled_wait")
     store.engine.dispose()
     engine = create_engine(blank_db_url)
     _to(engine, "0016")
@@ -39,11 +39,12 @@ def test_a_0016_store_upgrades_without_loss_and_takes_its_checkpoints_again_with
     store = Store(open_store(blank_db_url))  # upgraded to the head
 
     assert kept == _counts(store.engine)
-    assert (0, 0) == (_count(store, "thread_checkpoint"), _count(store, "settled_wait"))
+    counts = (_count(store.engine, "thread_checkpoint"), _count(store.engine, "settled_wait"))
+    assert (0, 0) == counts
     new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": START}
     ingest_unit(store, "test", orjson.dumps(new), START, ref_protector(store.engine, Config()))
     Auditor(store, (QUIET,)).tick(START + 200_000)
-    assert 1 == _count(store, "thread_checkpoint")
-    assert RUNS // 10 - 1 == _count(store, "settled_wait")
+    assert 1 == _count(store.engine, "thread_checkpoint")
+    assert RUNS // 10 - 1 == _count(store.engine, "settled_wait")
     store.engine.dispose()
     engine.dispose()

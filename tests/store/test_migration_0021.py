@@ -22,21 +22,16 @@ def _columns(engine: Engine, table: str) -> list[str]:
     return [c["name"] for c in inspect(engine).get_columns(table)]
 
 
-def _count_of(engine: Engine, table: str) -> int:
-    with engine.connect() as c:
-        return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
-
-
 def test_a_0020_store_upgrades_without_loss_and_keeps_its_settled_waits_again(
     blank_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _audited(blank_db_url, monkeypatch)
-    assert RUNS // 10 - 1 == _count(store, "settled_wait")
+    assert RUNS // 10 - 1 == _count(store.engine, "settled_wait")
     store.engine.dispose()
     engine = create_engine(blank_db_url)
     _to(engine, "0020")
     assert ["thread_id", "request_id", "at", "since", "body"] == _columns(engine, "settled_wait")
-    assert 1 == _count_of(engine, "thread_checkpoint")  # kept: valid without its bodies
+    assert 1 == _count(engine, "thread_checkpoint")  # kept: valid without its bodies
     with engine.begin() as c:  # a body as 0017 to 0020 stored them
         c.execute(
             text("INSERT INTO settled_wait VALUES (:t, 'r', 1, 1, :b)"),
@@ -48,11 +43,12 @@ def test_a_0020_store_upgrades_without_loss_and_keeps_its_settled_waits_again(
 
     assert kept == _counts(store.engine)
     assert ["thread_id", "request_id", "at", "evidence"] == _columns(store.engine, "settled_wait")
-    assert (0, 0) == (_count(store, "thread_checkpoint"), _count(store, "settled_wait"))
+    counts = (_count(store.engine, "thread_checkpoint"), _count(store.engine, "settled_wait"))
+    assert (0, 0) == counts
     with store.engine.connect() as c:  # marked: the next tick takes the checkpoint again
         assert [THREAD] == c.execute(text("SELECT thread_id FROM dirty_thread")).scalars().all()
     Auditor(store, (QUIET,)).tick(START + 200_000)
-    assert 1 == _count(store, "thread_checkpoint")
-    assert RUNS // 10 - 1 == _count(store, "settled_wait")
+    assert 1 == _count(store.engine, "thread_checkpoint")
+    assert RUNS // 10 - 1 == _count(store.engine, "settled_wait")
     store.engine.dispose()
     engine.dispose()
