@@ -104,6 +104,8 @@ class Config:
     alertmanager_url: str | None = None  # None: no push (the default)
     alertmanager_resend_ms: int = 60_000
     alertmanager_max_per_push: int = 500  # alerts in one push; the rest go in the next ones
+    # an absolute http(s) URL each pushed alert carries as `dashboard_url`; None: none
+    alertmanager_dashboard_url: str | None = None
     report_schedule: str | None = DEFAULT_REPORT_SCHEDULE  # cron (UTC); None: no nightly job
     report_window_ms: int = 86_400_000
     report_directory: str = "./reports"

@@ -692,6 +692,10 @@ class Auditor(_Section):
     )
 
 
+# An absolute http(s) URL (a dashboard's may carry a query): a pattern the JSON Schema holds too.
+_DASHBOARD = r"^[hH][tT][tT][pP][sS]?://[^\s/?#]+([/?#]\S*)?$"
+
+
 class Alertmanager(_Section):
     """Pushes one alert per problem wait to Alertmanager's v2 API (off without a url)."""
 
@@ -703,6 +707,10 @@ class Alertmanager(_Section):
         int, Strict(), Field(ge=1), _Rule("must be a whole number, at least 1")
     ] = Field(CONFIG.alertmanager_max_per_push, alias="maxAlertsPerPush")
     alertmanager_resend_ms: Duration = Field(CONFIG.alertmanager_resend_ms, alias="resendInterval")
+    alertmanager_dashboard_url: Annotated[
+        Annotated[str, Strict(), Field(pattern=_DASHBOARD)] | None,
+        _Rule("must be an absolute http(s) URL such as https://grafana.example/d/sidewatch"),
+    ] = Field(CONFIG.alertmanager_dashboard_url, alias="dashboardUrl")
 
 
 def _schedule(value: Any) -> str | None:

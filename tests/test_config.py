@@ -296,6 +296,31 @@ def test_max_alerts_per_push_is_a_whole_number_of_at_least_one(value: object) ->
     )
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["https://grafana.example/d/sidewatch?orgId=1&var-policy=default", "HTTP://10.0.0.7:3000"],
+)
+def test_the_alertmanager_dashboard_url_is_an_absolute_http_url_taken_as_given(url: str) -> None:
+    cfg = load_config({"alertmanager": {"dashboardUrl": url}}, {})
+
+    assert (None, url) == (Config().alertmanager_dashboard_url, cfg.alertmanager_dashboard_url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["/d/sidewatch", "grafana.example/d/x", "ftp://grafana.example", "https://", "https://g x", 7],
+    ids=["path", "no-scheme", "ftp", "no-host", "space", "number"],
+)
+def test_a_dashboard_url_that_is_no_absolute_http_url_is_a_problem(url: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"alertmanager": {"dashboardUrl": url}}, {})
+
+    assert [
+        "alertmanager.dashboardUrl: must be an absolute http(s) URL such as "
+        "https://grafana.example/d/sidewatch"
+    ] == err.value.problems
+
+
 def test_a_policy_maps_its_producers_labels_to_decisions() -> None:
     cfg = load_config(
         {"policies": [{"name": "crew", "decisions": {"accept": [" Go "], "decline": ["kept"]}}]},

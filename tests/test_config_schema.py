@@ -69,8 +69,9 @@ def test_a_mistyped_key_is_flagged_by_the_schema_as_by_the_loader(text: str, whe
         ("policies: [{name: a, receipt: maybe}]", "$.policies[0].receipt"),
         ("nats: {url: 'nats://h:4222'}", "$.nats"),  # stream is required
         ("privacy: {actionDigest: hmac}", "$.privacy.actionDigest"),
+        ("alertmanager: {dashboardUrl: grafana.example/d/x}", "$.alertmanager.dashboardUrl"),
     ],
-    ids=["whole-number", "duration", "choice", "required", "enum"],
+    ids=["whole-number", "duration", "choice", "required", "enum", "absolute-url"],
 )
 def test_a_wrong_value_is_flagged_by_the_schema_as_by_the_loader(text: str, where: str) -> None:
     data = yaml.safe_load(text)

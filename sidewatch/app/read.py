@@ -270,6 +270,7 @@ def _describe(item: Item) -> dict[str, Any]:
         return {
             "kind": "route",
             "approverRef": item.approver_ref,
+            "channel": item.channel,
             "delivered": item.delivered,
             "acknowledged": item.acknowledged,
         }

@@ -444,7 +444,7 @@ class _Pass:
     def _signal(self, pos: Pos, s: SignalFact) -> None:
         item: Item | None = None
         if s.kind is SignalKind.ROUTE:
-            item = Route(s.at, s.seq, s.approver_ref, s.delivered, s.acknowledged)
+            item = Route(s.at, s.seq, s.approver_ref, s.delivered, s.acknowledged, s.channel)
         elif s.kind is SignalKind.DECISION and s.code is not None:
             item = Decision(s.at, s.seq, s.code, s.digest)
         elif s.kind is SignalKind.ACTION and s.digest is not None:

@@ -168,6 +168,7 @@ class SignalFact:
     thread_id: str | None = None
     interrupt_id: str | None = None
     approver_ref: str | None = None
+    channel: str | None = None  # a route's channel: a short code (`ag-ui`, `slack`), never content
     delivered: bool = False
     acknowledged: bool = False
     code: Code | None = None

@@ -156,6 +156,7 @@ class Route:
     approver_ref: str | None
     delivered: bool
     acknowledged: bool = False
+    channel: str | None = None  # the producer's code of the way it notified (`slack`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,4 +59,5 @@ class FindingRule(StrEnum):
     LEGACY_RESUME_AMBIGUOUS = "legacy_resume_ambiguous"
     REPEATED_ANSWER_REJECTED = "repeated_answer_rejected"
     RESUME_REJECTED = "resume_rejected"
+    ROUTE_CHANNEL_INVALID = "route_channel_invalid"
     RUN_IGNORES_OPEN_INTERRUPT = "run_ignores_open_interrupt"

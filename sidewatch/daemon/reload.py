@@ -63,6 +63,7 @@ KEYS = {
     "alertmanager_url": "alertmanager.url",
     "alertmanager_resend_ms": "alertmanager.resendInterval",
     "alertmanager_max_per_push": "alertmanager.maxAlertsPerPush",
+    "alertmanager_dashboard_url": "alertmanager.dashboardUrl",
     "report_schedule": "reports.schedule",
     "report_window_ms": "reports.window",
     "report_directory": "reports.directory",

@@ -281,6 +281,7 @@ class Daemon:
                 config.alertmanager_max_per_push,
                 config.audit_interval_ms,
                 external_url=config.external_url,
+                dashboard_url=config.alertmanager_dashboard_url,
             )
             if config.alertmanager_url
             else None

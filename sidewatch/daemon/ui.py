@@ -9,7 +9,7 @@ import hmac
 import shlex
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -27,8 +27,11 @@ from sidewatch.config import Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, SEVERITY, State
 from sidewatch.core.text import safe, wait_page_url
 from sidewatch.errors import StoreError, StoreRefused
+from sidewatch.exporters.alertmanager import UNREPORTED_RUNBOOK, runbook_path
 from sidewatch.report.html import CSS as REPORT_CSS
 from sidewatch.report.html import _dur, _ms  # the report's own time formats
+from sidewatch.report.verdicts import iso
+from sidewatch.store.services import Bound
 
 TEXT_LIMIT = 1000  # characters of one value shown, as in the HTML report
 LISTED = 1000  # waits on the list page
@@ -343,14 +346,61 @@ def _timeline_rows(w: Mapping[str, Any]) -> Markup:
     return Markup("\n".join(rows))  # noqa: S704 (every value in it escaped above)
 
 
-def detail_context(w: dict[str, Any], base: str) -> dict[str, Any]:
+def runbooks(w: Mapping[str, Any], base: str) -> list[tuple[str, str]]:
+    """(name, link) of the runbooks of the wait's state, then of unreported evidence when its
+    state rests on some: those the alerts' `runbook_url` name (none for a closed state)."""
+    paths = [runbook_path(w["state"])]
+    if w["uncertain"] and w["missing"] and w["state"] in SEVERITY:
+        paths.append(f"/runbooks/{UNREPORTED_RUNBOOK}")
+    return [(p.rsplit("/", 1)[1], base.rstrip("/") + p) for p in paths if p is not None]
+
+
+def in_state(w: Mapping[str, Any]) -> str | None:
+    """How long the wait has been in its state at the page's `now` (`evaluatedAt`): "25 min";
+    None when either time is out of range."""
+    since, now = w["since"], w["evaluatedAt"]
+    if not since or not now or "out" in since + now:
+        return None
+    return _dur(max(0, _ms(now) - _ms(since)) / 1000)
+
+
+def route_channel(w: Mapping[str, Any]) -> str | None:
+    """The channel of the latest route reported with one (a code such as `slack`)."""
+    channels = [t["channel"] for t in w["timeline"] if t["kind"] == "route" and t.get("channel")]
+    return channels[-1] if channels else None
+
+
+def held_by(bound: Sequence[Bound]) -> list[dict[str, Any]]:
+    """The service instances the tap (or runtime) bound the wait's thread to, each with
+    whether its run survives the process and the instance's latest beat."""
+    return [
+        {
+            "service": b.service,
+            "instance": b.instance,
+            "durable": f"durable: {'true' if b.durable else 'false'}",
+            "boundAt": iso(b.at),
+            "run": b.run_id,
+            "lastBeatAt": iso(b.last_beat_at),
+        }
+        for b in bound
+    ]
+
+
+def detail_context(w: dict[str, Any], base: str, bound: Sequence[Bound] = ()) -> dict[str, Any]:
     unreported = [m for m in PIECES if m in w["missing"]]
+    handle = w["evidence"]["resumeHandle"]
     return {
         "w": w,
         "rows": evidence_rows(w),
         "timeline": _timeline_rows(w),
         "commands": fix_commands(w, base, unreported),
         "severity": SEVERITY.get(w["state"], "closed"),
+        "runbooks": runbooks(w, base),
+        "in_state": in_state(w),
+        "channel": route_channel(w),
+        "bound": held_by(bound),
+        # the resume handle as the runtime reported it (a heartbeat's or the interrupt's)
+        "handle": None if "handle" in unreported else f"durable: {str(bool(handle)).lower()}",
     }
 
 
@@ -359,9 +409,19 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def render_detail(w: dict[str, Any], base: str = "") -> str:
-    """One wait's page (pure: a function of `Read.wait`'s answer)."""
-    return ENV.get_template("wait.html").render(title=w["requestId"], **detail_context(w, base))
+def render_detail(w: dict[str, Any], base: str = "", bound: Sequence[Bound] = ()) -> str:
+    """One wait's page (pure: a function of `Read.wait`'s answer and the thread's service
+    bindings)."""
+    context = detail_context(w, base, bound)
+    return ENV.get_template("wait.html").render(title=w["requestId"], **context)
+
+
+def _detail(read: Read, request_id: str, now: int) -> tuple[dict[str, Any] | None, list[Bound]]:
+    """A wait's answer and the service instances holding it (read in one worker thread)."""
+    body = read.wait(request_id, now)
+    if body is None:
+        return None, []
+    return body, read.store.bound_to(body["threadId"], body["runId"])
 
 
 async def wait_page(request: Request) -> Response:
@@ -370,14 +430,14 @@ async def wait_page(request: Request) -> Response:
     app = request.app.state.sidewatch
     request_id = request.path_params["request_id"]
     try:
-        body = await run_in_threadpool(app.read.wait, request_id, _now_ms())
+        body, bound = await run_in_threadpool(_detail, app.read, request_id, _now_ms())
     except StoreError:
         return page("error.html", 503, title="Store unavailable", message="Try again shortly.")
     except StoreRefused:  # a requestId the store cannot even hold (a NUL) names no wait
-        body = None
+        body, bound = None, []
     if body is None:
         return page("unknown.html", 404, title="No such wait", request_id=request_id)
-    html = render_detail(body, app.config.external_url or "")
+    html = render_detail(body, app.config.external_url or "", bound)
     return Response(html, 200, HEADERS, media_type="text/html; charset=utf-8")
 
 

@@ -16,7 +16,9 @@ A flood of problem waits cannot flood Alertmanager: one push (one a tick) carrie
 first, then the resends that are due, longest unsent first) and the rest wait for the next
 ticks; after a failed push the next waits 10 s, doubling to 5 min. Label values are clean and
 at most 128 characters (`core.text.label`), the summary is escaped Markdown. With the
-daemon's `server.externalUrl`, each alert's `generatorURL` is the wait's page.
+daemon's `server.externalUrl`, each alert's `generatorURL` is the wait's page. Each alert is
+annotated `runbook_url`, its state's runbook the daemon serves (absolute with the external
+URL, else a path, as the rules' links), and `dashboard_url` with `alertmanager.dashboardUrl`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ BACKOFF_MAX_MS = 300_000  # ...up to this
 SUMMARY_LIMIT = 200
 VALUE_LIMIT = 200  # each string of the evidence annotation
 _Item = tuple[str, dict[str, Any], bool]  # requestId, the alert, whether it fires (or resolves)
+UNREPORTED_RUNBOOK = "evidence-unreported.md"  # a ticket to the operator, whatever its state
+_OPEN = frozenset(s.value for s in model.OPEN_STATES)
+
+
+def runbook_path(state: str, unreported: bool = False) -> str | None:
+    """The path of the runbook the daemon serves for a wait in `state` (daemon/runbooks: one
+    per open state, `STUCK_AFTER_DECISION` as `stuck-after-decision.md`), or for one resting on
+    unreported evidence; None for a closed state (none to follow)."""
+    if unreported and state in SEVERITY:
+        return f"/runbooks/{UNREPORTED_RUNBOOK}"
+    if state not in _OPEN:
+        return None
+    return f"/runbooks/{state.lower().replace('_', '-')}.md"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +113,11 @@ class AlertmanagerPush:
         tick_ms: int = 30_000,
         timeout_seconds: float = 5.0,
         external_url: str | None = None,
+        dashboard_url: str | None = None,
     ) -> None:
         self.url = url.rstrip("/") + "/api/v2/alerts"
         self.external_url = external_url  # None: alerts carry no generatorURL
+        self.dashboard_url = dashboard_url  # None: no dashboard_url annotation
         self.resend_ms = resend_ms
         self.max_per_push = max_per_push
         self.tick_ms = tick_ms
@@ -182,6 +199,11 @@ class AlertmanagerPush:
         }
         if self.external_url:
             alert["generatorURL"] = wait_page_url(self.external_url, p.request_id)
+        runbook = runbook_path(p.state, bool(p.unreported))
+        if runbook is not None:  # every state that alerts has one
+            alert["annotations"]["runbook_url"] = (self.external_url or "") + runbook
+        if self.dashboard_url:
+            alert["annotations"]["dashboard_url"] = self.dashboard_url
         if p.unreported:
             alert["labels"] |= {"evidence": "unreported", "missing": p.unreported}
             alert["annotations"]["summary"] += f" (uncertain: never reported: {p.unreported})"

@@ -27,6 +27,8 @@ from sidewatch.core.facts import (
     LegacyResumeFact,
     RunFact,
     RunMark,
+    SignalFact,
+    SignalKind,
     SubagentFact,
     ToolCallFact,
     ToolResultFact,
@@ -63,7 +65,7 @@ from sidewatch.ingest.dialects import (
     tool_message_decision,
 )
 from sidewatch.ingest.digest import action_digest
-from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_evidence
+from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_evidence, route_channel
 from sidewatch.ingest.payload import NO_LABELS, Decision, Labels, decision_of
 from sidewatch.ingest.reader import Framed
 
@@ -1065,6 +1067,21 @@ class Interpreter:
         except EvidenceError as e:
             raise _LineError(e.reason, f"{name}: {e}") from e
         self._emit(fact)
+        # A route's channel that is not a code is kept as none; the route itself stands.
+        if (
+            isinstance(fact, SignalFact)
+            and fact.kind is SignalKind.ROUTE
+            and route_channel(obj["value"])[1]
+        ):
+            self._emit(
+                FindingFact(
+                    rule=FindingRule.ROUTE_CHANNEL_INVALID,
+                    at=at,
+                    seq=fact.seq,
+                    thread_id=fact.thread_id,
+                    interrupt_id=fact.interrupt_id,
+                )
+            )
         return LineKind.EVIDENCE
 
 

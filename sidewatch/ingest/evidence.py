@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,19 @@ _KINDS = {
     "sidewatch.receipt": SignalKind.RECEIPT,
 }
 EVIDENCE_NAMES = frozenset({*_KINDS, "sidewatch.heartbeat"})
+# A route's channel is a code (`slack`, `ag-ui`, `email:oncall`), never content: anything else
+# is kept as none, and the line is ingested with a finding (`route_channel_invalid`).
+CHANNEL = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def route_channel(value: dict[str, Any]) -> tuple[str | None, bool]:
+    """A route's `channel`, and whether one was given that is not a code (dropped)."""
+    given = value.get("channel")
+    if given is None:
+        return None, False
+    if isinstance(given, str) and CHANNEL.fullmatch(given):
+        return given, False
+    return None, True
 
 
 def read_evidence(
@@ -80,11 +94,13 @@ def read_evidence(
     if approver is not None:
         approver = protect_ref(approver)
     delivered = acknowledged = False
+    channel: str | None = None
     code: Code | None = None
     digest = _str(value, "actionDigest", limit=DIGEST_MAX)
     if kind is SignalKind.ROUTE:
         delivered = _bool(value, "delivered", required=True)
         acknowledged = _bool(value, "acknowledged")
+        channel, _ = route_channel(value)
     elif kind is SignalKind.DECISION:
         word = _str(value, "decision", required=True, limit=None)
         try:
@@ -115,6 +131,7 @@ def read_evidence(
         thread_id=thread,
         interrupt_id=interrupt,
         approver_ref=approver,
+        channel=channel,
         delivered=delivered,
         acknowledged=acknowledged,
         code=code,

@@ -229,6 +229,7 @@ SignalRow = Table(
     _text("code", 16, null=True),
     _text("digest", 128, null=True),
     *_at_seq(),
+    _text("channel", 64, null=True),  # a route's channel code (0022)
     Index("ix_signal_ref", "thread_id", "interrupt_id"),
     Index("ix_signal_thread_at", "thread_id", "at"),
 )

@@ -54,7 +54,7 @@ from sidewatch.store.models import (
     Unit,
     table_of,
 )
-from sidewatch.store.services import write_beats, write_bindings
+from sidewatch.store.services import Bound, bound_to, write_beats, write_bindings
 from sidewatch.store.sql import (
     MARK_DIRTY_SINCE,
     add_totals,
@@ -449,6 +449,11 @@ class Store:
         from sidewatch.store.retention import pruned_before  # noqa: PLC0415 (auditor's)
 
         return pruned_before(self.engine)
+
+    def bound_to(self, thread: str, run: str | None) -> list[Bound]:
+        """The service instances holding the waits of `thread`'s `run` (store.services)."""
+        with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
+            return bound_to(conn, thread, run)
 
     def threads_of(self, request_id: str) -> set[str]:
         """The threads whose waits may have this requestId (see load.threads_of_refs)."""

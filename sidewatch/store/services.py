@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, and_, case, func, or_, select, true, union_all
@@ -261,3 +262,43 @@ def write_bindings(conn: Connection, bindings: Sequence[ServiceBindFact]) -> Non
         )
         .on_conflict_do_nothing(index_elements=["key"])
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A binding of a wait's thread to a service instance, as the tap (or runtime) reported
+    it: whether the run survives the process (`durable`), and the instance's latest beat."""
+
+    service: str
+    instance: str
+    durable: bool
+    at: int  # when bound (ms)
+    run_id: str | None  # None: every wait of the thread
+    last_beat_at: int | None  # the instance's latest beat; None: it never beat
+
+
+def bound_to(conn: Connection, thread: str, run: str | None) -> list[Bound]:
+    """The bindings of `thread` that hold a wait of `run` (the thread's own and the run's),
+    oldest first, each with its instance's latest beat: by (thread, run), one statement."""
+    runs = (
+        _BIND.c.run_id.is_(None)
+        if run is None
+        else or_(_BIND.c.run_id.is_(None), _BIND.c.run_id == run)
+    )
+    query = (
+        select(*_bind_columns(), _BEAT.c.last_at)
+        .select_from(
+            _BIND.outerjoin(
+                _BEAT,
+                and_(_BEAT.c.service == _BIND.c.service, _BEAT.c.instance == _BIND.c.instance),
+            )
+        )
+        .where(_BIND.c.thread_id == thread, runs)
+        .order_by(_BIND.c.at, _BIND.c.seq)
+    )
+    out = []
+    for row in conn.execute(query):
+        b = _bind_fact(row[:7])
+        last = None if row[7] is None else int(row[7])
+        out.append(Bound(b.service, b.instance, b.durable, b.at, b.run_id, last))
+    return out

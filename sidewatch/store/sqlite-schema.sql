@@ -1,4 +1,4 @@
--- revision: 0021
+-- revision: 0022
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -34,7 +34,7 @@ CREATE TABLE signal (
 	code VARCHAR(16), 
 	digest VARCHAR(128), 
 	at BIGINT NOT NULL, 
-	seq BIGINT NOT NULL, 
+	seq BIGINT NOT NULL, channel VARCHAR(64), 
 	PRIMARY KEY (id), 
 	UNIQUE ("key")
 );

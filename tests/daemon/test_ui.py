@@ -9,6 +9,7 @@ import html as htmllib
 import re
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,11 @@ from tests.daemon.test_http import (
     DEPLOY,
     EXPECTED_STATES,
     INGEST_TOKEN,
+    MIN,
     NDJSON,
     READ_TOKEN,
     bearer,
+    custom,
     ndjson,
     scenario,
 )
@@ -47,16 +50,20 @@ def text_of(html: str) -> str:
     return re.sub(r"\s+", " ", htmllib.unescape(re.sub(r"<[^>]+>", " ", no_head)))
 
 
-def make(tmp_path: Path, now: int, **changes: Any) -> tuple[Daemon, TestClient]:
+def make(
+    tmp_path: Path, now: int, db_url: str | None = None, extra: Sequence[Any] = (), **changes: Any
+) -> tuple[Daemon, TestClient]:
+    """A daemon on `db_url` (else a new SQLite file) holding the six requests and `extra`
+    lines, audited at `now`."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     changes = {"allowed_hosts": ("testserver",), **changes}
-    config = dataclasses.replace(Config(), db_url=f"sqlite:///{tmp_path / 'sw.db'}", **changes)
+    db_url = db_url or f"sqlite:///{tmp_path / 'sw.db'}"
+    config = dataclasses.replace(Config(), db_url=db_url, **changes)
     daemon = Daemon(config)
     client = TestClient(daemon.app)
     headers = {**NDJSON, **(bearer(INGEST_TOKEN) if config.tokens else {})}
-    assert (
-        200 == client.post("/v1/events", content=ndjson(scenario(now)), headers=headers).status_code
-    )
+    body = ndjson([*scenario(now), *extra])
+    assert 200 == client.post("/v1/events", content=body, headers=headers).status_code
     daemon.auditor.tick(now)
     return daemon, client
 
@@ -214,6 +221,195 @@ def test_a_long_timeline_is_shown_whole_with_times_relative_to_the_request(
 
     assert len(w["timeline"]) + len(w["transitions"]) == html.count("<tr><td class=num>")
     assert 1000 <= html.count("<td>heartbeat</td>")
+
+
+def _runbook_links(html: str) -> list[str]:
+    found = re.search(r'<p class=big id="runbook">(.*?)</p>', html, flags=re.S)
+    return re.findall(r'href="([^"]+)"', found.group(1)) if found else []
+
+
+def test_each_open_wait_page_links_its_states_runbook_which_the_daemon_serves(
+    guarded: TestClient,
+) -> None:
+    links, served = {}, {}
+    for request_id, state in EXPECTED_STATES.items():
+        html = guarded.get(f"/ui/waits/{request_id}", headers=bearer(READ_TOKEN)).text
+        links[state] = _runbook_links(html)
+        served.update({link: guarded.get(link).status_code for link in links[state]})
+
+    assert {
+        "WAITING": ["/runbooks/waiting.md"],
+        "STALE": ["/runbooks/stale.md"],
+        "UNROUTABLE": ["/runbooks/unroutable.md"],
+        "ORPHANED": ["/runbooks/orphaned.md"],
+        "STUCK_AFTER_DECISION": ["/runbooks/stuck-after-decision.md"],
+        "CLOSED_BY_DECLINE": [],  # closed: nothing to follow
+    } == links
+    assert {200} == set(served.values())
+
+
+def test_the_runbook_link_is_absolute_with_the_external_url(tmp_path: Path) -> None:
+    _, client = make(tmp_path, int(time.time()) * 1000, external_url="https://sw.example")
+
+    html = client.get(f"/ui/waits/{DEPLOY}").text
+
+    assert ["https://sw.example/runbooks/stuck-after-decision.md"] == _runbook_links(html)
+
+
+def test_a_wait_on_unreported_evidence_links_the_evidence_unreported_runbook_too() -> None:
+    w = _rendered_wait(state="UNROUTABLE", uncertain=True, missing=["route"])
+
+    assert ["/runbooks/unroutable.md", "/runbooks/evidence-unreported.md"] == _runbook_links(
+        render_detail(w)
+    )
+
+
+def _rendered_wait(**changes: Any) -> dict[str, Any]:
+    """A `GET /v1/waits/{requestId}` answer, as the page is rendered from."""
+    w = {
+        "requestId": "t/i",
+        "threadId": "t",
+        "runId": "r",
+        "interruptId": "i",
+        "action": "deploy",
+        "reason": None,
+        "policy": "default",
+        "state": "ORPHANED",
+        "phase": None,
+        "closed": False,
+        "owner": "runtime_owner",
+        "nextMove": "Find the runtime.",
+        "since": "2026-07-26T16:00:00Z",
+        "uncertain": False,
+        "missing": [],
+        "thresholds": {
+            "resumeGraceSeconds": 1,
+            "heartbeatFreshnessSeconds": 1,
+            "routeGraceSeconds": 1,
+        },
+        "evidence": {
+            "requestedAt": "2026-07-26T15:50:00Z",
+            "route": "delivered",
+            "approverRef": "role:ops",
+            "resumeHandle": False,
+            "lastHeartbeatAt": None,
+            "decision": None,
+            "decidedAt": None,
+        },
+        "findings": [],
+        "evaluatedAt": "2026-07-26T16:25:00Z",
+        "timeline": [{"at": "2026-07-26T15:50:00Z", "kind": "requested", "runId": "r"}],
+        "transitions": [],
+    }
+    return w | changes
+
+
+@pytest.mark.parametrize(
+    ("since", "shown"),
+    [
+        ("2026-07-26T16:00:00Z", "in this state for 25 min"),
+        ("2026-07-26T14:24:30Z", "in this state for 2 h 30 s"),
+        ("2026-07-26T16:24:58Z", "in this state for 2 s"),
+    ],
+    ids=["minutes", "hours", "seconds"],
+)
+def test_the_wait_page_says_how_long_the_wait_has_been_in_its_state(since: str, shown: str) -> None:
+    w = _rendered_wait(since=since)  # evaluated at 16:25:00
+
+    assert shown in text_of(render_detail(w))
+
+
+def test_a_live_wait_page_says_how_long_since_it_became_stuck(tmp_path: Path) -> None:
+    now = int(time.time()) * 1000
+    _, client = make(tmp_path, now)
+
+    text = text_of(client.get(f"/ui/waits/{DEPLOY}").text)
+
+    # accepted ten minutes ago, stuck since the five-minute resume grace ran out
+    assert re.search(r"in this state for (4 min [0-9]+ s|5 min( [0-9]+ s)?)", text), text
+
+
+def _bound(now: int) -> list[dict[str, Any]]:
+    """The tap's liveness for the invoice wait: bound to its instance of service `billing`,
+    a run that does not survive the process, and the instance's beats, the last 20 min ago."""
+    instance = {"service": "billing", "instance": "pod-7", "durable": False}
+    return [
+        custom("heartbeat", now - 29 * MIN, **instance),
+        custom(
+            "heartbeat",
+            now - 29 * MIN,
+            **instance,
+            threadId="thread-invoice",
+            runId="run-thread-invoice",
+        ),
+        custom("heartbeat", now - 20 * MIN, **instance),
+    ]
+
+
+def test_an_orphaned_wait_page_shows_the_instance_it_was_bound_to_and_durable_false(
+    tmp_path: Path, db_url: str
+) -> None:
+    now = int(time.time()) * 1000
+    daemon, client = make(tmp_path, now, db_url=db_url, extra=_bound(now))
+    try:
+        html = client.get("/ui/waits/thread-invoice/int-invoice").text
+        other = text_of(client.get(f"/ui/waits/{DEPLOY}").text)
+    finally:
+        daemon.engine.dispose()
+    text = text_of(html)
+    beat = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((now - 20 * MIN) // 1000))
+
+    assert "ORPHANED" in text
+    assert (
+        f"Service billing instance pod-7 · durable: false · bound "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime((now - 29 * MIN) // 1000))} UTC "
+        f"· for run run-thread-invoice · last beat {beat} UTC"
+    ) in text
+    assert "Resume handle durable: false" in text  # the runtime's own heartbeat said none
+    assert "No service instance bound" in other and "Resume handle durable: true" in other
+
+
+def test_an_unroutable_wait_shows_its_routes_channel_in_the_timeline_and_the_page(
+    tmp_path: Path, db_url: str
+) -> None:
+    daemon, client = make(tmp_path, int(time.time()) * 1000, db_url=db_url)
+    try:
+        body = client.get("/v1/waits/thread-rotation/int-rotation").json()
+        html = client.get("/ui/waits/thread-rotation/int-rotation").text
+    finally:
+        daemon.engine.dispose()
+    routes = [t for t in body["timeline"] if t["kind"] == "route"]
+
+    assert "UNROUTABLE" == body["state"]
+    assert [("chat", False)] == [(r["channel"], r["delivered"]) for r in routes]
+    assert "Route channel chat" in text_of(html)
+    assert "no approver is attached" not in html  # the route's error text is never kept
+
+
+def test_a_route_channel_that_is_no_code_is_kept_as_none_and_the_route_stands(
+    tmp_path: Path, db_url: str
+) -> None:
+    now = int(time.time()) * 1000
+    bad = custom(
+        "route",
+        now - 2 * MIN,
+        threadId="thread-rotation",
+        interruptId="int-rotation",
+        channel="#ops <b>paging</b>",
+        delivered=False,
+    )
+    daemon, client = make(tmp_path, now, db_url=db_url, extra=[bad])
+    try:
+        body = client.get("/v1/waits/thread-rotation/int-rotation").json()
+        html = client.get("/ui/waits/thread-rotation/int-rotation").text
+        metrics = client.get("/metrics").text
+    finally:
+        daemon.engine.dispose()
+    routes = [t for t in body["timeline"] if t["kind"] == "route"]
+
+    assert [("chat", False), (None, False)] == [(r["channel"], r["delivered"]) for r in routes]
+    assert 'sidewatch_protocol_findings_total{rule="route_channel_invalid"} 1.0' in metrics
+    assert "paging" not in html and "Route channel chat" in text_of(html)
 
 
 def test_runbooks_are_served_by_name_and_nothing_else_is(guarded: TestClient) -> None:

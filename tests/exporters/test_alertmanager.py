@@ -21,12 +21,14 @@ import pytest
 import yaml
 
 from sidewatch.core.model import Missing, uncertain_move
-from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
+from sidewatch.daemon.ui import RUNBOOKS
+from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait, runbook_path
 from tests.daemon.test_e2e import Server, _seed_relative_to_now, _start, _stop
 from tests.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UNPACKED = ROOT / ".tools" / "alertmanager" / "usr" / "bin" / "prometheus-alertmanager"
+DASHBOARD = "https://grafana.example/d/sidewatch?orgId=1"
 
 
 @pytest.fixture
@@ -373,14 +375,17 @@ def test_a_wait_on_unreported_evidence_is_a_ticket_to_the_operator_after_the_pag
     assert "policy_owner" == notes["stateOwner"]
 
 
-def test_with_an_external_url_each_alert_links_to_its_wait_page(
+def test_with_an_external_url_each_alert_links_to_its_wait_page_runbook_and_dashboard(
     alertmanager: str, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import tests.daemon.test_e2e as e2e  # noqa: PLC0415
 
     port = _free_port()
     monkeypatch.setattr(e2e, "_free_port", lambda: port)
-    extra = f"alertmanager: {{url: '{alertmanager}', resendInterval: 2s}}\n"
+    extra = (
+        f"alertmanager: {{url: '{alertmanager}', resendInterval: 2s, "
+        f"dashboardUrl: '{DASHBOARD}'}}\n"
+    )
     server = _start(
         tmp_path, db_url, extra=extra, server=f", externalUrl: 'http://127.0.0.1:{port}/'"
     )
@@ -394,6 +399,8 @@ def test_with_an_external_url_each_alert_links_to_its_wait_page(
         active = _until(lambda: len(_active(alertmanager)) == 4 and _active(alertmanager))
         link = active["thread-deploy/int-deploy"]["generatorURL"]
         page = httpx.get(link)
+        notes = {k: a["annotations"] for k, a in active.items()}
+        runbooks = {k: httpx.get(n["runbook_url"]).status_code for k, n in notes.items()}
     finally:
         _stop(server)
 
@@ -401,6 +408,51 @@ def test_with_an_external_url_each_alert_links_to_its_wait_page(
     assert 200 == page.status_code
     assert "<code>thread-deploy/int-deploy</code>" in page.text
     assert "STUCK_AFTER_DECISION" in page.text and "Next safe move:" in page.text
+    assert {
+        k: f"http://127.0.0.1:{port}/runbooks/{name}.md"
+        for k, name in (
+            ("thread-delete/int-delete", "stale"),
+            ("thread-rotation/int-rotation", "unroutable"),
+            ("thread-invoice/int-invoice", "orphaned"),
+            ("thread-deploy/int-deploy", "stuck-after-decision"),
+        )
+    } == {k: n["runbook_url"] for k, n in notes.items()}
+    assert {200} == set(runbooks.values())
+    assert {DASHBOARD} == {n["dashboard_url"] for n in notes.values()}
+
+
+def test_each_alert_names_its_states_runbook_and_a_ticket_on_unreported_evidence_its_own(
+    receiver: Receiver,
+) -> None:
+    push = AlertmanagerPush(receiver.url, resend_ms=60_000, tick_ms=TICK)
+    waits = [
+        replace(stale(1)[0], request_id=state, state=state)
+        for state in ("STALE", "UNROUTABLE", "ORPHANED", "STUCK_AFTER_DECISION")
+    ]
+    ticket = replace(waits[1], request_id="never-routed", unreported="route")
+
+    push.push([*waits, ticket], NOW)
+
+    assert {
+        "STALE": "/runbooks/stale.md",
+        "UNROUTABLE": "/runbooks/unroutable.md",
+        "ORPHANED": "/runbooks/orphaned.md",
+        "STUCK_AFTER_DECISION": "/runbooks/stuck-after-decision.md",
+        "never-routed": "/runbooks/evidence-unreported.md",
+    } == {a["labels"]["requestId"]: a["annotations"]["runbook_url"] for a in receiver.pushes[0]}
+    assert not any("dashboard_url" in a["annotations"] for a in receiver.pushes[0])
+
+
+def test_every_runbook_an_alert_can_name_is_one_the_daemon_serves() -> None:
+    served = {p.name for p in RUNBOOKS.glob("*.md")}
+    named = {
+        str(runbook_path(state, unreported)).removeprefix("/runbooks/")
+        for state in SEVERITY
+        for unreported in (False, True)
+    }
+
+    assert named <= served
+    assert len(named) == 5
 
 
 def _recipe() -> str:
@@ -411,16 +463,28 @@ def _recipe() -> str:
     return str(blocks[0])
 
 
+EXTERNAL = "https://sw.example"
+
+
 def _rule_alert(name: str, policy: str) -> dict[str, Any]:
-    """The alert Prometheus sends for rule `name`, with the labels rules/ give it."""
+    """The alert Prometheus sends for rule `name`, with the labels rules/ give it and its
+    runbook_url as Prometheus expands it with the `sidewatch_url` external label."""
     rules = yaml.safe_load((ROOT / "rules" / "sidewatch.rules.yml").read_text())["groups"]
     rule = next(r for g in rules for r in g["rules"] if r.get("alert") == name)
-    return {"labels": {"alertname": name, "policy": policy, **rule["labels"]}}
+    runbook = rule["annotations"]["runbook_url"].replace(
+        "{{ $externalLabels.sidewatch_url }}", EXTERNAL
+    )
+    return {
+        "labels": {"alertname": name, "policy": policy, **rule["labels"]},
+        "annotations": {"runbook_url": runbook},
+    }
 
 
-def test_the_documented_inhibition_keeps_one_page_per_wait(tmp_path: Path) -> None:
+def test_the_documented_inhibition_keeps_one_page_per_wait_with_its_runbook(
+    tmp_path: Path,
+) -> None:
     for url in _alertmanager(tmp_path, _recipe()):
-        push = AlertmanagerPush(url, resend_ms=60_000)
+        push = AlertmanagerPush(url, resend_ms=60_000, external_url=EXTERNAL)
         deploy = ProblemWait(
             "thread-deploy/int-deploy",
             "STUCK_AFTER_DECISION",
@@ -448,9 +512,18 @@ def test_the_documented_inhibition_keeps_one_page_per_wait(tmp_path: Path) -> No
         seen = _until(
             lambda: len(states()) == 3 and "unprocessed" not in states().values() and states()
         )
+        delivered = {
+            (a["labels"]["alertname"], a["labels"]["policy"]): a["annotations"].get("runbook_url")
+            for a in httpx.get(f"{url}/api/v2/alerts", params={"inhibited": "false"}).json()
+        }
 
     assert {
         ("SidewatchWait", "default"): "active",
         ("SidewatchStuckAfterDecision", "default"): "suppressed",
         ("SidewatchStuckAfterDecision", "prod"): "active",
     } == seen
+    # What is delivered, on either side of the inhibition, links its runbook.
+    assert {
+        ("SidewatchWait", "default"): f"{EXTERNAL}/runbooks/stuck-after-decision.md",
+        ("SidewatchStuckAfterDecision", "prod"): f"{EXTERNAL}/runbooks/stuck-after-decision.md",
+    } == delivered

@@ -696,11 +696,47 @@ def test_a_route_event_is_a_notification_attempt() -> None:
             thread_id="t1",
             interrupt_id="i1",
             approver_ref="role:ops",
+            channel="chat",
             delivered=True,
         )
     ]
 
     assert expected == [unkeyed(f) for f in result.facts]
+
+
+@pytest.mark.parametrize(
+    "channel",
+    ["a" * 65, "", "slack #ops", "<b>x</b>", "caf\N{LATIN SMALL LETTER E WITH ACUTE}", 7, ["x"]],
+    ids=["too-long", "empty", "space", "markup", "non-ascii", "number", "list"],
+)
+def test_a_route_channel_that_is_no_code_is_kept_as_none_with_a_finding(channel: Any) -> None:
+    value = {**REF, "channel": channel, "delivered": False, "error": "no approver"}
+
+    result = interpret(custom("sidewatch.route", value, BASE))
+    expected = (
+        [(None, False)],
+        [
+            FindingFact(
+                rule="route_channel_invalid", at=BASE, seq=1, thread_id="t1", interrupt_id="i1"
+            )
+        ],
+        [],
+    )
+
+    assert expected == (
+        [(f.channel, f.delivered) for f in of(SignalFact, result)],
+        of(FindingFact, result),
+        result.rejects,
+    )
+
+
+@pytest.mark.parametrize("channel", ["slack", "ag-ui", "email:oncall", "a.b_c", "x" * 64])
+def test_a_route_channel_that_is_a_code_is_kept(channel: str) -> None:
+    value = {**REF, "channel": channel, "delivered": True}
+
+    result = interpret(custom("sidewatch.route", value, BASE))
+
+    assert ([channel], []) == ([f.channel for f in of(SignalFact, result)], of(FindingFact, result))
 
 
 def test_a_route_event_keeps_acknowledgement() -> None:

@@ -84,6 +84,7 @@ FACTS: list[Fact] = [
         thread_id=T,
         interrupt_id="i-1",
         approver_ref="role:ops",
+        channel="slack",
         delivered=True,
         acknowledged=True,
         code=Code.CANCEL,
