@@ -69,8 +69,12 @@ def test_a_mistyped_key_is_flagged_by_the_schema_as_by_the_loader(text: str, whe
         ("policies: [{name: a, receipt: maybe}]", "$.policies[0].receipt"),
         ("nats: {url: 'nats://h:4222'}", "$.nats"),  # stream is required
         ("privacy: {actionDigest: hmac}", "$.privacy.actionDigest"),
+        (
+            "server: {tokens: [{scopes: [ingest], kinds: [decisions], token: 0123456789abcdef}]}",
+            "$.server.tokens[0].kinds[0]",
+        ),
     ],
-    ids=["whole-number", "duration", "choice", "required", "enum"],
+    ids=["whole-number", "duration", "choice", "required", "enum", "token-kind"],
 )
 def test_a_wrong_value_is_flagged_by_the_schema_as_by_the_loader(text: str, where: str) -> None:
     data = yaml.safe_load(text)
