@@ -1094,8 +1094,12 @@ class Interpreter:
         )
 
     def _agui_refused(self, n: int, obj: dict[str, Any]) -> LineKind:
-        """An AG-UI event from a sender whose token's kinds leave out `agui`."""
-        raise self._refused(str(obj.get("type")), "agui")
+        """An AG-UI event from a sender whose token's kinds leave out `agui`. Its type is
+        named only as a known one (a repeated "type" key may have parsed to another)."""
+        typ = obj.get("type")
+        raise self._refused(
+            typ if isinstance(typ, str) and typ in _AGUI_REFUSED else "AG-UI", "agui"
+        )
 
 
 _HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], LineKind]] = {

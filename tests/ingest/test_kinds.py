@@ -181,6 +181,16 @@ def test_a_refusal_names_the_kind_and_the_token_s_kinds_but_never_the_line_s_con
     assert not any(SECRET in r.error for r in result.rejects)
 
 
+def test_a_refused_line_s_type_is_named_only_when_it_is_a_known_one() -> None:
+    # dispatched by its head as RUN_STARTED, parsed with the type the last key gives
+    line = b'{"type":"RUN_STARTED","threadId":"t1","runId":"r1","type":"' + SECRET.encode() + b'"}'
+
+    result = read(line, None, "identity", frozenset({"route"}))
+
+    assert [(1, "kind_not_allowed")] == refused(result)
+    assert result.rejects[0].error.startswith("AG-UI: a line of kind agui")
+
+
 def test_a_line_whose_kind_cannot_be_told_keeps_its_own_reason() -> None:
     body = b"\n".join(
         [
