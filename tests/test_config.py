@@ -300,6 +300,27 @@ def test_the_example_tokens_uncommented_narrow_each_sender_to_its_kinds() -> Non
     ] == [(t.name, t.kinds) for t in cfg.tokens]
 
 
+def test_the_readme_s_tokens_snippet_loads_with_the_kinds_it_gives_each_sender() -> None:
+    readme = (EXAMPLE.parent / "README.md").read_text()
+    start = readme.index("Which token each sender gets")
+    block = readme[readme.index("```yaml\n", start) + 8 : readme.index("```\n", start + 1)]
+    env = {
+        f"SIDEWATCH_{name}_TOKEN": f"{name.lower()}-secret-0123456789"
+        for name in ("AGENTS", "NOTIFIER", "APPROVALS", "RUNTIME")
+    }
+    files = {"/run/secrets/sidewatch-read-token": "read-secret-0123456789"}
+
+    cfg = load_config(yaml.safe_load(block), env, "README.md", files)
+
+    assert {
+        "agents": frozenset({"agui", "route", "heartbeat"}),
+        "notifier": frozenset({"route"}),
+        "approvals": frozenset({"decision"}),
+        "runtime": frozenset({"heartbeat", "receipt", "action"}),
+        "oncall": None,
+    } == {t.name: t.kinds for t in cfg.tokens}
+
+
 def test_a_token_without_kinds_and_the_environment_s_tokens_may_send_every_kind() -> None:
     entry = {"name": "any", "scopes": ["ingest"], "token": "any-secret-0123456789"}
 
