@@ -556,7 +556,14 @@ class TokenEntry(_Section):
     kinds: Annotated[
         tuple[str, ...] | None,
         _checked(_kinds_problem),
-        WithJsonSchema({"type": "array", "items": {"enum": list(INGEST_KINDS)}, "minItems": 1}),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "array", "items": {"enum": list(INGEST_KINDS)}, "minItems": 1},
+                    {"type": "null"},  # every kind, as when absent
+                ]
+            }
+        ),
     ] = None
     token: Annotated[Any, WithJsonSchema({"type": "string", "minLength": 16})] = None
     token_env: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(None, alias="tokenEnv")

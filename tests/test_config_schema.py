@@ -71,7 +71,7 @@ def test_a_mistyped_key_is_flagged_by_the_schema_as_by_the_loader(text: str, whe
         ("privacy: {actionDigest: hmac}", "$.privacy.actionDigest"),
         (
             "server: {tokens: [{scopes: [ingest], kinds: [decisions], token: 0123456789abcdef}]}",
-            "$.server.tokens[0].kinds[0]",
+            "$.server.tokens[0].kinds",
         ),
     ],
     ids=["whole-number", "duration", "choice", "required", "enum", "token-kind"],
