@@ -26,6 +26,8 @@ DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_MAX_INFLATED = 64 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 1024
 SCOPES = frozenset({"ingest", "read"})
+# What an ingest token may be narrowed to (`kinds:`): AG-UI lines, or one evidence event each.
+INGEST_KINDS = ("agui", "route", "decision", "heartbeat", "receipt", "action")
 ENV_TOKENS = {"SIDEWATCH_INGEST_TOKEN": "ingest", "SIDEWATCH_READ_TOKEN": "read"}
 DEFAULT_ROLE_PREFIXES = ("role:", "policy:", "group:", "team:", "queue:", "service:")
 ENV_DB_URL = "SIDEWATCH_DB_URL"
@@ -38,11 +40,13 @@ _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms
 
 @dataclass(frozen=True, slots=True)
 class Token:
-    """A bearer token and what it may do (`ingest`, `read`)."""
+    """A bearer token and what it may do (`ingest`, `read`), and with `ingest`, the kinds of
+    lines it may send (`INGEST_KINDS`; None: every kind)."""
 
     name: str
     secret: str = field(repr=False)
     scopes: frozenset[str]
+    kinds: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from sidewatch.config import (
     ENV_NATS_URL,
     ENV_REF_KEY,
     ENV_TOKENS,
+    INGEST_KINDS,
     NATS_SCHEMES,
     Config,
     NatsSource,
@@ -529,8 +530,22 @@ def _at(loc: tuple[int | str, ...], text: str, **ctx: str) -> InitErrorDetails:
 # -- server ---------------------------------------------------------------------------------
 
 
+def _kinds_problem(value: Any) -> str | None:
+    """What is wrong with a token's `kinds` (null: every kind), naming the valid ones."""
+    valid = ", ".join(INGEST_KINDS)
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or not value:
+        return f"must be a non-empty list of the kinds {valid}"
+    unknown = [k for k in value if k not in INGEST_KINDS]
+    if unknown:
+        return f"{unknown[0]!r} is not a kind of line; the kinds are {valid}"
+    return None
+
+
 class TokenEntry(_Section):
-    """A bearer token and its scopes, given inline, by environment variable or by file."""
+    """A bearer token and its scopes, given inline, by environment variable or by file; an
+    ingest token may be narrowed to the kinds of line its sender produces."""
 
     name: Annotated[Any, WithJsonSchema({"type": "string"})] = None  # unset: token-N
     scopes: Annotated[
@@ -538,6 +553,18 @@ class TokenEntry(_Section):
         Field(min_length=1),
         _Rule("must be a non-empty list of ingest, read"),
     ]
+    kinds: Annotated[
+        tuple[str, ...] | None,
+        _checked(_kinds_problem),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "array", "items": {"enum": list(INGEST_KINDS)}, "minItems": 1},
+                    {"type": "null"},  # every kind, as when absent
+                ]
+            }
+        ),
+    ] = None
     token: Annotated[Any, WithJsonSchema({"type": "string", "minLength": 16})] = None
     token_env: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(None, alias="tokenEnv")
     token_file: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(None, alias="tokenFile")
@@ -549,12 +576,22 @@ class TokenEntry(_Section):
         short = not (isinstance(secret, str) and len(secret) >= 16)
         if problem is None and short and (secret or not indirect):
             problem = _at((), "the token must be at least 16 characters")
-        return [problem] if problem else []
+        found = [problem] if problem else []
+        scopes = data.get("scopes")
+        if data.get("kinds") is not None and isinstance(scopes, list) and "ingest" not in scopes:
+            found.append(
+                _at(
+                    ("kinds",),
+                    "narrows what an ingest token may send: this token has no ingest scope",
+                )
+            )
+        return found
 
     def token_record(self, n: int, given: Given) -> Token:
         secret, _ = _secret(self.model_dump(by_alias=True, exclude_unset=True), given)
         name = self.name if isinstance(self.name, str) else f"token-{n}"
-        return Token(name, secret, frozenset(self.scopes))
+        kinds = None if self.kinds is None else frozenset(self.kinds)
+        return Token(name, secret, frozenset(self.scopes), kinds)
 
 
 def _secret(item: Mapping[str, Any], given: Given) -> tuple[Any, InitErrorDetails | None]:
@@ -630,7 +667,7 @@ class Server(_Section):
     )
     tokens: Annotated[
         tuple[TokenEntry, ...],
-        _Shape("must be a list of {name, scopes, token | tokenEnv | tokenFile}"),
+        _Shape("must be a list of {name, scopes, kinds?, token | tokenEnv | tokenFile}"),
         BeforeValidator(_unset),
     ] = Field(CONFIG.tokens)
     protect_metrics: Annotated[Annotated[bool, Strict()] | None, _Rule("must be true or false")] = (

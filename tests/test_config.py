@@ -277,6 +277,100 @@ def test_a_token_secret_never_shows_in_the_config_repr() -> None:
     assert "very-secret-token-123" not in repr(cfg)
 
 
+def test_the_example_tokens_uncommented_narrow_each_sender_to_its_kinds() -> None:
+    lines = EXAMPLE.read_text().splitlines()
+    start = lines.index("  tokens: []") + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("  #  "))
+    block = "server:\n  tokens:\n" + "\n".join(
+        line.replace("#", " ", 1) for line in lines[start:end]
+    )
+    env = {
+        f"SIDEWATCH_{name}_TOKEN": f"{name.lower()}-secret-0123456789"
+        for name in ("AGENTS", "NOTIFIER", "APPROVALS")
+    }
+    files = {"/run/secrets/sidewatch-read-token": "read-secret-0123456789\n"}
+
+    cfg = load_config(yaml.safe_load(block), env, "config.example.yaml", files)
+
+    assert [
+        ("agents", frozenset({"agui", "route", "heartbeat"})),
+        ("notifier", frozenset({"route"})),
+        ("approvals", frozenset({"decision"})),
+        ("grafana", None),
+    ] == [(t.name, t.kinds) for t in cfg.tokens]
+
+
+def test_the_readme_s_tokens_snippet_loads_with_the_kinds_it_gives_each_sender() -> None:
+    readme = (EXAMPLE.parent / "README.md").read_text()
+    start = readme.index("Which token each sender gets")
+    block = readme[readme.index("```yaml\n", start) + 8 : readme.index("```\n", start + 1)]
+    env = {
+        f"SIDEWATCH_{name}_TOKEN": f"{name.lower()}-secret-0123456789"
+        for name in ("AGENTS", "NOTIFIER", "APPROVALS", "RUNTIME")
+    }
+    files = {"/run/secrets/sidewatch-read-token": "read-secret-0123456789"}
+
+    cfg = load_config(yaml.safe_load(block), env, "README.md", files)
+
+    assert {
+        "agents": frozenset({"agui", "route", "heartbeat"}),
+        "notifier": frozenset({"route"}),
+        "approvals": frozenset({"decision"}),
+        "runtime": frozenset({"heartbeat", "receipt", "action"}),
+        "oncall": None,
+    } == {t.name: t.kinds for t in cfg.tokens}
+
+
+def test_a_token_without_kinds_and_the_environment_s_tokens_may_send_every_kind() -> None:
+    entry = {"name": "any", "scopes": ["ingest"], "token": "any-secret-0123456789"}
+
+    cfg = load_config(
+        {"server": {"tokens": [entry]}}, {"SIDEWATCH_INGEST_TOKEN": "env-secret-0123456789"}
+    )
+
+    assert [None, None] == [t.kinds for t in cfg.tokens]
+
+
+KINDS = "agui, route, decision, heartbeat, receipt, action"
+
+
+@pytest.mark.parametrize(
+    ("kinds", "problem"),
+    [
+        pytest.param(
+            ["route", "decisions"],
+            f"'decisions' is not a kind of line; the kinds are {KINDS}",
+            id="unknown",
+        ),
+        pytest.param(["ROUTE"], f"'ROUTE' is not a kind of line; the kinds are {KINDS}", id="case"),
+        pytest.param([], f"must be a non-empty list of the kinds {KINDS}", id="empty"),
+        pytest.param("route", f"must be a non-empty list of the kinds {KINDS}", id="not-a-list"),
+    ],
+)
+def test_a_token_s_kinds_must_be_known_kinds(kinds: object, problem: str) -> None:
+    entry = {"scopes": ["ingest"], "kinds": kinds, "token": "any-secret-0123456789"}
+
+    with pytest.raises(ConfigError) as err:
+        load_config({"server": {"tokens": [entry]}}, {})
+
+    assert [f"server.tokens[0].kinds: {problem}"] == err.value.problems
+
+
+def test_kinds_on_a_token_without_the_ingest_scope_is_a_problem() -> None:
+    entries = [
+        {"scopes": ["read"], "kinds": ["route"], "token": "read-secret-0123456789"},
+        {"scopes": ["read", "ingest"], "kinds": ["route"], "token": "both-secret-0123456789"},
+    ]
+
+    with pytest.raises(ConfigError) as err:
+        load_config({"server": {"tokens": entries}}, {})
+
+    assert [
+        "server.tokens[0].kinds: narrows what an ingest token may send: this token has no "
+        "ingest scope"
+    ] == err.value.problems
+
+
 def test_the_alertmanager_push_carries_500_alerts_at_most_as_the_example_says() -> None:
     cfg = load_config(yaml.safe_load(EXAMPLE.read_text()), {})
 

@@ -70,8 +70,12 @@ def test_a_mistyped_key_is_flagged_by_the_schema_as_by_the_loader(text: str, whe
         ("nats: {url: 'nats://h:4222'}", "$.nats"),  # stream is required
         ("privacy: {actionDigest: hmac}", "$.privacy.actionDigest"),
         ("alertmanager: {dashboardUrl: grafana.example/d/x}", "$.alertmanager.dashboardUrl"),
+        (
+            "server: {tokens: [{scopes: [ingest], kinds: [decisions], token: 0123456789abcdef}]}",
+            "$.server.tokens[0].kinds",
+        ),
     ],
-    ids=["whole-number", "duration", "choice", "required", "enum", "absolute-url"],
+    ids=["whole-number", "duration", "choice", "required", "enum", "absolute-url", "token-kind"],
 )
 def test_a_wrong_value_is_flagged_by_the_schema_as_by_the_loader(text: str, where: str) -> None:
     data = yaml.safe_load(text)

@@ -108,12 +108,14 @@ def framed_unit(
 
 @dataclass(frozen=True, slots=True)
 class ReadUnit:
-    """A unit framed and within its limits, not stored yet."""
+    """A unit framed and within its limits, not stored yet; `allowed`: the kinds of line its
+    sender may send (its token's `kinds`; None: every kind, as JetStream and files)."""
 
     source: str
     framed: Framed
     received_at: int
     key: str | None = None
+    allowed: frozenset[str] | None = None
 
 
 def ingest_unit(
@@ -130,13 +132,14 @@ def ingest_unit(
     encoding: str = "identity",
     max_inflated: int | None = None,
     frontend_tools: Sequence[str] = (),
+    allowed: frozenset[str] | None = None,
 ) -> IngestSummary:
-    """Interpret and store one unit in one transaction; bad lines are rejects, not errors.
-    A unit over `max_lines` (or inflating past `max_inflated` bytes) is refused whole
-    (TooLarge), before anything is stored. A unit whose `key` is already stored is a
-    duplicate: nothing is stored again."""
+    """Interpret and store one unit in one transaction; bad lines are rejects, not errors
+    (a line of a kind not in `allowed`, when given, too). A unit over `max_lines` (or
+    inflating past `max_inflated` bytes) is refused whole (TooLarge), before anything is
+    stored. A unit whose `key` is already stored is a duplicate: nothing is stored again."""
     framed = framed_unit(body, media_type, max_lines, encoding, max_inflated)
-    unit = ReadUnit(source, framed, received_at, key)
+    unit = ReadUnit(source, framed, received_at, key, allowed)
     return _commit(store, unit, _Reading(protect, max_line_bytes, labels, frontend_tools))
 
 
@@ -199,7 +202,15 @@ def ingest_file(
         if writer is None:
             return IngestSummary(path, 0, 0, (), {}, duplicate=True)
         return _written(
-            writer, path, received_at, protect, limits.line_bytes, labels, frontend_tools, read
+            writer,
+            path,
+            received_at,
+            protect,
+            limits.line_bytes,
+            labels,
+            frontend_tools,
+            None,  # a file holds whatever its reader may send: every kind
+            read,
         )
 
 
@@ -237,6 +248,7 @@ def _write(writer: UnitWriter, unit: ReadUnit, how: _Reading) -> IngestSummary:
         how.max_line_bytes,
         how.labels,
         how.frontend_tools,
+        unit.allowed,
         lambda i: i.read(unit.framed),
     )
 
@@ -249,13 +261,17 @@ def _written(
     max_line_bytes: int | None,
     labels: Labels,
     frontend_tools: Sequence[str],
+    allowed: frozenset[str] | None,
     read: Callable[[Interpreter], UnitResult],
 ) -> IngestSummary:
-    """Interpret a unit's lines (`read` gives the interpreter them) into its open writer."""
+    """Interpret a unit's lines (`read` gives the interpreter them) into its open writer,
+    refusing those of a kind not in `allowed` (None: every kind allowed)."""
     from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
     res = read(
-        Interpreter(received_at, writer.seq_base, protect, max_line_bytes, labels, frontend_tools)
+        Interpreter(
+            received_at, writer.seq_base, protect, max_line_bytes, labels, frontend_tools, allowed
+        )
     )
     redelivered = writer.write(
         protect.digests(res.facts),
@@ -306,12 +322,15 @@ class Ingest:
         encoding: str,
         received_at: int,
         key: str | None = None,
+        allowed: frozenset[str] | None = None,
     ) -> ReadUnit:
         """A unit undone from gzip and framed within the limits, not stored yet; raises
-        InputError or TooLarge (nothing touches the store)."""
+        InputError or TooLarge (nothing touches the store). `allowed`: the kinds of line its
+        sender may send (its token's; None: every kind); a line of another is rejected
+        (`kind_not_allowed`) when the unit is stored, and the rest stored as usual."""
         limits = self.limits
         framed = framed_unit(body, media_type, limits.lines, encoding, limits.inflated_bytes)
-        return ReadUnit(source, framed, received_at, key)
+        return ReadUnit(source, framed, received_at, key, allowed)
 
     def unit(self, unit: ReadUnit) -> IngestSummary:
         """One unit (as `read` gives it) committed in a transaction of its own, and counted

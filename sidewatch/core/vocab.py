@@ -39,6 +39,7 @@ class RejectReason(StrEnum):
     UNKNOWN_EVIDENCE = "unknown_evidence"  # a `sidewatch.*` name that is no evidence event
     TIME_OUT_OF_RANGE = "time_out_of_range"  # a time outside [2000, 2200)
     INVALID_ID = "invalid_id"  # an id too long for the store, or with control characters
+    KIND_NOT_ALLOWED = "kind_not_allowed"  # of a kind its sender's token may not send (`kinds`)
 
 
 class FindingRule(StrEnum):

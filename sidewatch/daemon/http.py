@@ -108,6 +108,7 @@ def _authorized(scope: str) -> Callable[[Handler], Handler]:
                     )
                 if scope not in match.scopes:
                     return _error(403, f"token {match.name!r} lacks the {scope!r} scope")
+                request.state.token = match  # what the handler may do beyond: its `kinds`
             return await fn(request)
 
         return handler
@@ -159,9 +160,11 @@ async def post_events(request: Request) -> Response:
     if isinstance(body, Response):
         return body
     source = f"http:{request.client.host if request.client else '?'}"
+    token: Token | None = getattr(request.state, "token", None)  # None: no token configured
+    allowed = None if token is None else token.kinds
     try:
         summary = await _finished(
-            run_in_threadpool(_take, app.ingest, source, body, media, encoding)
+            run_in_threadpool(_take, app.ingest, source, body, media, encoding, allowed)
         )
     except TooLarge as e:
         return _error(413, str(e))
@@ -192,10 +195,16 @@ async def post_events(request: Request) -> Response:
 
 
 def _take(
-    ingest: Ingest, source: str, body: bytes, media: str | None, encoding: str
+    ingest: Ingest,
+    source: str,
+    body: bytes,
+    media: str | None,
+    encoding: str,
+    allowed: frozenset[str] | None = None,
 ) -> IngestSummary:
-    """A body read and committed as one unit (blocking: run in a worker thread)."""
-    return ingest.unit(ingest.read(source, body, media, encoding, now_ms()))
+    """A body read and committed as one unit (blocking: run in a worker thread); a line of a
+    kind not in `allowed` (the token's `kinds`) is rejected."""
+    return ingest.unit(ingest.read(source, body, media, encoding, now_ms(), allowed=allowed))
 
 
 async def _finished(work: Awaitable[IngestSummary]) -> IngestSummary:

@@ -80,7 +80,8 @@ OPENAPI: dict[str, Any] = {
                                 },
                             },
                         },
-                        "stored (every accepted line is durably committed)",
+                        "stored (every accepted line is durably committed; a line of a kind "
+                        "the token's `kinds` leave out is among `rejected`)",
                     ),
                     "408": _json(
                         _ERROR,

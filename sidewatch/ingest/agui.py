@@ -187,8 +187,18 @@ class Interpreter:
         max_line_bytes: int | None = None,
         labels: Labels = NO_LABELS,
         frontend_tools: Sequence[str] = (),
+        allowed: frozenset[str] | None = None,
     ) -> None:
         self.received_at = received_at
+        # The kinds of line its sender may send (a token's `kinds`; None: all): any other is
+        # a `kind_not_allowed` reject. Without `agui`, every AG-UI line takes the tables that
+        # refuse it, so the hot path of the unrestricted reading stays as it is.
+        self.allowed = allowed
+        self._agui = allowed is None or "agui" in allowed
+        self._skipped, self._skipped_str = (_SKIPPED, _SKIPPED_STR) if self._agui else ({}, {})
+        self._handlers, self._byte_handlers = (
+            (_HANDLERS, _BYTE_HANDLERS) if self._agui else (_AGUI_REFUSED, _AGUI_REFUSED_BYTES)
+        )
         self.labels = labels  # the policies' own decision labels (`decisions:`)
         self.frontend = tuple(frontend_tools)  # `waits.frontendTools`: glob patterns
         self.seq_base = seq_base
@@ -245,6 +255,10 @@ class Interpreter:
         deltas) is dropped in one pass per family, counted but never parsed; graph steps and
         state deltas are counted in the loop over the rest, never reaching `feed`."""
         res = self.result
+        if not self._agui:  # every line is refused or read alone: no pass drops any unread
+            for i, line in enumerate(lines):
+                self.feed(first + i, line)
+            return
         if lines:
             limit = self.max_line_bytes
             # A line over the limit is a reject whatever its type, so it takes `feed`.
@@ -308,12 +322,12 @@ class Interpreter:
             if line[:9] == _PREFIX:
                 # The AG-UI encoder writes "type" first: dispatch on it before parsing anything.
                 typ = line[9 : line.find(b'"', 9)]
-                kind = _SKIPPED.get(typ)
+                kind = self._skipped.get(typ)
                 if kind is not None:  # irrelevant: counted, never parsed
                     res.kinds[kind] += 1
                     res.skipped += 1
                     return
-                handler = _BYTE_HANDLERS.get(typ)
+                handler = self._byte_handlers.get(typ)
             try:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError as e:
@@ -381,6 +395,8 @@ class Interpreter:
         typ = obj.get("type")
         if typ is None:
             if "threadId" in obj and "runId" in obj and "messages" in obj:
+                if not self._agui:
+                    raise self._refused("RunAgentInput", "agui")
                 self._input(_run_agent_input(obj, "RunAgentInput"), n, obj)
                 return LineKind.INPUT
             raise _LineError(
@@ -388,10 +404,10 @@ class Interpreter:
             )
         if not isinstance(typ, str):
             raise _LineError(RejectReason.UNKNOWN_SHAPE, '"type" is not a string')
-        skipped = _SKIPPED_STR.get(typ)
+        skipped = self._skipped_str.get(typ)
         if skipped is not None:
             return skipped
-        handler = _HANDLERS.get(typ)
+        handler = self._handlers.get(typ)
         if handler is None:
             raise _LineError(RejectReason.UNKNOWN_TYPE, '"type" is not an AG-UI 1.0 event type')
         return handler(self, n, obj)
@@ -1049,14 +1065,16 @@ class Interpreter:
 
     def _custom(self, n: int, obj: dict[str, Any]) -> LineKind:
         name = _need(obj, "name", "CUSTOM")
-        if name == "on_interrupt":
-            return self._on_interrupt(n, obj)
         if not name.startswith("sidewatch."):
-            return LineKind.CUSTOM
+            if not self._agui:  # on_interrupt, or the producer's own: AG-UI lines
+                raise self._refused("CUSTOM", "agui")
+            return self._on_interrupt(n, obj) if name == "on_interrupt" else LineKind.CUSTOM
         if name not in EVIDENCE_NAMES:  # the name is the producer's: never said back
             raise _LineError(
                 RejectReason.UNKNOWN_EVIDENCE, "CUSTOM: name: not a sidewatch.* evidence event"
             )
+        if self.allowed is not None and name[10:] not in self.allowed:
+            raise self._refused(name, name[10:])
         if "value" not in obj:
             raise _LineError(RejectReason.INVALID_FIELD, f"{name}: value: Field required")
         at = self._at(obj)
@@ -1084,6 +1102,22 @@ class Interpreter:
             )
         return LineKind.EVIDENCE
 
+    def _refused(self, what: str, kind: str) -> _LineError:
+        """The reject of a line of a `kind` its sender may not send."""
+        allowed = ", ".join(sorted(self.allowed or ()))
+        return _LineError(
+            RejectReason.KIND_NOT_ALLOWED,
+            f"{what}: a line of kind {kind}, which this token may not send (its kinds: {allowed})",
+        )
+
+    def _agui_refused(self, n: int, obj: dict[str, Any]) -> LineKind:
+        """An AG-UI event from a sender whose token's kinds leave out `agui`. Its type is
+        named only as a known one (a repeated "type" key may have parsed to another)."""
+        typ = obj.get("type")
+        raise self._refused(
+            typ if isinstance(typ, str) and typ in _AGUI_REFUSED else "AG-UI", "agui"
+        )
+
 
 _HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], LineKind]] = {
     "RUN_STARTED": Interpreter._run_started,
@@ -1100,6 +1134,13 @@ _HANDLERS: dict[str, Callable[[Interpreter, int, dict[str, Any]], LineKind]] = {
     "SUBAGENT_ERROR": Interpreter._subagent_error,
 }
 _BYTE_HANDLERS = {k.encode(): v for k, v in _HANDLERS.items()}
+# The same types for a sender that may not send AG-UI lines: each is refused, but a CUSTOM
+# event, which may be evidence of a kind it may send.
+_AGUI_REFUSED: dict[str, Callable[[Interpreter, int, dict[str, Any]], LineKind]] = {
+    k: Interpreter._custom if k == "CUSTOM" else Interpreter._agui_refused
+    for k in (*_SKIPPED_STR, *_HANDLERS)
+}
+_AGUI_REFUSED_BYTES = {k.encode(): v for k, v in _AGUI_REFUSED.items()}
 
 
 def _need(obj: dict[str, Any], key: str, what: str) -> str:
