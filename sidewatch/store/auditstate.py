@@ -152,6 +152,11 @@ def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
     )
 
 
+# A `meta` row set whether or not it is there yet (two writers may both find none).
+SET_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
 # A mark bumped by an ingest since it was read stays: that thread has newer evidence.
 _CLEAR_DIRTY = "DELETE FROM dirty_thread WHERE thread_id = ? AND mark = ?"
 
@@ -312,12 +317,9 @@ class AuditState:
                 # whole once more under the new ones (store.checkpoint).
                 conn.exec_driver_sql("DELETE FROM thread_checkpoint")
                 conn.exec_driver_sql("DELETE FROM settled_wait")  # their kept waits too
-                if old is None:
-                    conn.execute(meta.insert().values(key="policies", value=fingerprint))
-                else:
-                    conn.execute(
-                        meta.update().where(meta.c.key == "policies").values(value=fingerprint)
-                    )
+                # An upsert: replicas starting together on an empty store all read no row,
+                # and an INSERT failed every one but the first (a UniqueViolation at start).
+                conn.exec_driver_sql(driver_sql(conn, SET_META), ("policies", fingerprint))
                 return len(threads)
         except OperationalError as e:
             raise store_error("store unavailable", e) from None
