@@ -51,7 +51,7 @@ from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
 from sidewatch.store.checkpoint import Outcome, pack
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Pruned, Retention
+from sidewatch.store.retention import Pruned, Retention, ahead_of
 
 log = logging.getLogger("sidewatch.auditor")
 BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale
@@ -89,6 +89,8 @@ class Auditor:
                 {"decision": DECISION_BUCKETS, "resume": RESUME_BUCKETS},
                 # The auditor's: a reload's new policies are the ones proved against.
                 policy_for=self.policy_for,
+                # Never as of a clock far ahead of the newest evidence (a jump forward).
+                ahead_ms=ahead_of(retention_ms),
             )
         )
         self.on_closed = on_closed  # e.g. the OpenTelemetry span of a wait that closed
