@@ -157,6 +157,7 @@ SET_META = (
     "INSERT INTO meta (key, value) VALUES (?, ?) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
+EVALUATED_UNTIL = "audit.evaluated_until"  # meta: the latest time a tick evaluated at (ms)
 # A mark bumped by an ingest since it was read stays: that thread has newer evidence.
 _CLEAR_DIRTY = "DELETE FROM dirty_thread WHERE thread_id = ? AND mark = ?"
 
@@ -204,6 +205,38 @@ class AuditState:
         with self._conn() as c:
             key_lookups(c)
             return list(dict.fromkeys(str(r[0]) for r in c.execute(query)))
+
+    def mark_evaluated_after(self, at: int, until: int) -> int:
+        """Mark dirty every thread with a verdict evaluated after `at` (by a clock that has
+        gone back since), and keep `until` as the latest time evaluated at, in one
+        transaction; returns how many threads were marked. A scan of the waits (evaluated_at
+        has no index, which every save would write): the auditor asks once a clock goes back."""
+        with classified("store unavailable", QUERY_REFUSED), self.engine.begin() as c:
+            threads = [
+                (str(r[0]),)
+                for r in c.exec_driver_sql(
+                    driver_sql(
+                        c, "SELECT DISTINCT thread_id FROM wait_state WHERE evaluated_at > ?"
+                    ),
+                    (at,),
+                )
+            ]
+            if threads:
+                c.exec_driver_sql(driver_sql(c, MARK_DIRTY), threads)
+            c.exec_driver_sql(driver_sql(c, SET_META), (EVALUATED_UNTIL, str(until)))
+        return len(threads)
+
+    def evaluated_until(self) -> int | None:
+        """The latest time a tick evaluated at, as last kept (`keep_evaluated_until`)."""
+        with self._conn() as c:
+            value = c.exec_driver_sql(
+                driver_sql(c, "SELECT value FROM meta WHERE key = ?"), (EVALUATED_UNTIL,)
+            ).scalar()
+        return None if value is None else int(value)
+
+    def keep_evaluated_until(self, at: int) -> None:
+        with classified("store unavailable", QUERY_REFUSED), self.engine.begin() as c:
+            c.exec_driver_sql(driver_sql(c, SET_META), (EVALUATED_UNTIL, str(at)))
 
     def records(self, thread_ids: Collection[str]) -> dict[tuple[str, str], StoredState]:
         """The recorded verdict of every wait of these threads, by (thread, requestId)."""
