@@ -184,7 +184,7 @@ class Retention:
                     done = False
                     break
                 with self._paced():
-                    n = self._units(cutoff)
+                    n = self._units(cutoff, now_ms)
                 units += n
                 if n < self.batch:
                     break
@@ -240,7 +240,7 @@ class Retention:
         while True:
             if clock() > deadline:
                 return threads, waits, False
-            found, last = self._closing(cutoff, after)
+            found, last = self._closing(cutoff, now, after)
             if last == after:
                 break
             with self._paced():
@@ -285,24 +285,26 @@ class Retention:
             ).scalar()
         return int(value or 0)
 
-    def _closing(self, cutoff: int, after: int) -> tuple[list[str], int]:
+    def _closing(self, cutoff: int, now: int, after: int) -> tuple[list[str], int]:
         """The threads of the closing transitions recorded before the cutoff, among up to a
         batch of transitions after `after` (by id: each is read once, by one pass), and the
         last id looked at. Ids follow recording: the scan stops at the first recorded at or
         after the cutoff, and goes on from there once it is older. A row is a recording's last
         transition (its earlier ones in `earlier`, 0020): a wait a recording closed and left
-        open again is not prunable, and one it left closed is found by that row."""
+        open again is not prunable, and one it left closed is found by that row. A row recorded
+        after `now` (by a clock that was ahead then) goes by when the wait closed by its
+        evidence (`at`): else it would hold back every later one until the clock reached it."""
         closed = ", ".join(f"'{s}'" for s in sorted(_CLOSED))
         sql = (
-            "SELECT id, thread_id, recorded_at FROM transition "
+            "SELECT id, thread_id, recorded_at, at FROM transition "
             f"WHERE id > ? AND to_state IN ({closed}) ORDER BY id LIMIT {int(self.batch)}"
         )
         with self.engine.connect() as c:
             rows = list(c.exec_driver_sql(driver_sql(c, sql), (after,)))
         self.examined += len(rows)
         found: dict[str, None] = {}
-        for row_id, thread, recorded in rows:
-            if recorded >= cutoff:
+        for row_id, thread, recorded, at in rows:
+            if (at if recorded > now else recorded) >= cutoff:
                 break
             found[str(thread)] = None
             after = int(row_id)
@@ -502,11 +504,15 @@ class Retention:
 
     # -- units -------------------------------------------------------------------------------
 
-    def _units(self, cutoff: int) -> int:
+    def _units(self, cutoff: int, now: int) -> int:
         """Prune up to a batch of the oldest units received before the cutoff, with their
-        line counts and rejects (counted in pruned_total)."""
+        line counts and rejects (counted in pruned_total). A unit received after `now` (by a
+        clock that was ahead then) is passed over, not waited for: it goes once it is old."""
         ids = self._leading(
-            f"SELECT id, received_at FROM unit ORDER BY id LIMIT {int(self.batch)}", (), cutoff
+            "SELECT id, received_at FROM unit WHERE received_at <= ? "
+            f"ORDER BY id LIMIT {int(self.batch)}",
+            (now,),
+            cutoff,
         )
         if not ids:
             return 0

@@ -84,6 +84,33 @@ def test_the_first_pass_held_back_says_how_far_ahead_the_clock_is_once(
     assert "the clock is 2h01m ahead of the newest evidence (2026-07-26T16:01:02+00:00)" in held[0]
 
 
+def test_what_was_recorded_while_the_clock_was_ahead_holds_back_nothing_recorded_after_it(
+    store: Store,
+) -> None:
+    """t-a closes by its evidence at T+1m but is first recorded two hours ahead, its unit
+    received then; t-b closes and is recorded at the true time after it. An hour and ten
+    minutes on by the evidence, both threads and the true time's units go; the unit received
+    two hours ahead goes once it is that old."""
+    auditor = Auditor(store, POLICIES, retention_ms=HOUR)
+    ingest(store, [*asked("t-a", "deploy"), *asked("t-b", "deploy")], T)
+    auditor.tick(T + MIN // 2)
+    ingest(store, answered("t-a", T + MIN, "approve"), T + 2 * MIN + JUMP)
+    auditor.tick(T + 2 * MIN + JUMP)
+    ingest(store, answered("t-b", T + 3 * MIN, "approve"), T + 4 * MIN)
+    auditor.tick(T + 4 * MIN)
+    later = T + HOUR + 10 * MIN
+    ingest(store, [heartbeat("t-later", later)], later)
+
+    pruned = auditor.prune(later, budget_s=60)
+
+    assert pruned is not None
+    assert (2, [], [later, T + 2 * MIN + JUMP]) == (
+        pruned.threads,
+        table_rows(store.engine, "wait_state"),
+        table_rows(store.engine, "unit", "received_at"),
+    )
+
+
 def orphaned_ahead(store: Store, auditor: Auditor) -> None:
     """A wait asked for at T whose requester beats at T+2m (fresh until T+12m): WAITING at
     T+3m, ORPHANED at a clock two hours ahead."""
