@@ -36,7 +36,7 @@ from sidewatch.core.model import (
 )
 from sidewatch.core.policy import Policy, select
 from sidewatch.core.settled import kept
-from sidewatch.errors import StoreRefused
+from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait
 from sidewatch.exporters.snapshot import (
     AUDIT_BUCKETS,
@@ -212,7 +212,11 @@ class Auditor:
             return
         self.evaluated_until = now
         if self._kept_until is None or now > self._kept_until + CLOCK_MARGIN_MS:
-            self.state.keep_evaluated_until(now)
+            try:
+                self.state.keep_evaluated_until(now)
+            except (StoreError, StoreRefused) as e:  # the verdicts are saved; kept next tick
+                log.warning("could not keep the time evaluated at: %s", e)
+                return
             self._kept_until = now
 
     def succeeded(self, at: float) -> None:
