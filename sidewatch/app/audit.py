@@ -36,7 +36,7 @@ from sidewatch.core.model import (
 )
 from sidewatch.core.policy import Policy, select
 from sidewatch.core.settled import kept
-from sidewatch.errors import StoreRefused
+from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait
 from sidewatch.exporters.snapshot import (
     AUDIT_BUCKETS,
@@ -46,15 +46,19 @@ from sidewatch.exporters.snapshot import (
     IngestCounters,
     Snapshot,
 )
-from sidewatch.report.verdicts import evidence_json, thresholds_of
+from sidewatch.report.verdicts import evidence_json, iso, thresholds_of
 from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
 from sidewatch.store.checkpoint import Outcome, pack
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Pruned, Retention
+from sidewatch.store.retention import Pruned, Retention, ahead_of
 
 log = logging.getLogger("sidewatch.auditor")
 BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale
+# A verdict evaluated more than this after a tick's time was evaluated by a clock that has
+# gone back since (jumped ahead, then set right): its thread is evaluated again, and what it
+# records says it was a correction (docs/interpretations.md, "Clock jumps").
+CLOCK_MARGIN_MS = 60_000
 TIDY_AFTER = 10_000  # dirty marks cleared in one tick, after which their table is vacuumed
 
 
@@ -89,6 +93,8 @@ class Auditor:
                 {"decision": DECISION_BUCKETS, "resume": RESUME_BUCKETS},
                 # The auditor's: a reload's new policies are the ones proved against.
                 policy_for=self.policy_for,
+                # Never as of a clock far ahead of the newest evidence (a jump forward).
+                ahead_ms=ahead_of(retention_ms),
             )
         )
         self.on_closed = on_closed  # e.g. the OpenTelemetry span of a wait that closed
@@ -133,6 +139,8 @@ class Auditor:
                 policy, _, index = key.rpartition("\x1f")
                 self._acc(accs, policy, buckets).counts[int(index)] += n
         self.ingest.catch_up(totals.ingested, totals.rejected)
+        # The latest time a tick evaluated at (store-wide: kept in the store, once a margin on).
+        self.evaluated_until = self._kept_until = self.state.evaluated_until()
         self.snapshot = self._snapshot()
 
     def use_policies(self, policies: tuple[Policy, ...]) -> int:
@@ -158,6 +166,7 @@ class Auditor:
         """One audit pass at `now_ms`; raises StoreError when the store is unavailable. The
         caller says when it succeeded (`succeeded`): the scheduler, by its clock."""
         start = time.perf_counter()
+        self._clock_back(now_ms)  # before the marks are read: it marks what it corrects
         dirty = self.state.dirty()
         marks = dict(dirty)
         threads = sorted(marks.keys() | set(self.state.due(now_ms)))
@@ -169,6 +178,7 @@ class Auditor:
             waits, transitions, errors = waits + w, transitions + t, errors + e
         if len(marks) >= TIDY_AFTER:
             self.state.tidy_dirty()
+        self._evaluated(now_ms)
         # Lines other replicas ingested: the counters are store-wide, and never go back.
         self.ingest.catch_up(*self.state.ingest_totals())
         seconds = time.perf_counter() - start
@@ -177,6 +187,37 @@ class Auditor:
         self.ticks += 1
         self.snapshot = self._snapshot()
         return TickReport(len(threads), waits, transitions, errors, seconds)
+
+    def _clock_back(self, now: int) -> None:
+        """When a tick evaluated more than CLOCK_MARGIN_MS ahead of `now` (the clock went back
+        since): mark the threads of the verdicts evaluated after `now + CLOCK_MARGIN_MS` dirty,
+        so that this tick evaluates them again, and keep `now` as the latest time."""
+        until = self.evaluated_until
+        if until is None or until <= now + CLOCK_MARGIN_MS:
+            return
+        marked = self.state.mark_evaluated_after(now + CLOCK_MARGIN_MS, now)
+        self.evaluated_until = self._kept_until = now
+        log.warning(
+            "the clock went back: a tick evaluated at %s, %d s ahead of now; the %d threads "
+            "evaluated ahead of now are evaluated again",
+            _iso(until),
+            (until - now) // 1000,
+            marked,
+        )
+
+    def _evaluated(self, now: int) -> None:
+        """A tick evaluated at `now`: the latest time, kept in the store once it is a margin
+        past what was kept (a replica taking over, or a restart, knows it within a minute)."""
+        if self.evaluated_until is not None and now <= self.evaluated_until:
+            return
+        self.evaluated_until = now
+        if self._kept_until is None or now > self._kept_until + CLOCK_MARGIN_MS:
+            try:
+                self.state.keep_evaluated_until(now)
+            except (StoreError, StoreRefused) as e:  # the verdicts are saved; kept next tick
+                log.warning("could not keep the time evaluated at: %s", e)
+                return
+            self._kept_until = now
 
     def succeeded(self, at: float) -> None:
         """The last tick completed at `at` (epoch seconds): exported, and what /readyz and
@@ -469,7 +510,16 @@ def _record(
     if not changes:
         return []
     thresholds = _thresholds_text(v.thresholds)
-    evidence = orjson.dumps(evidence_json(v)).decode()
+    shown = evidence_json(v)
+    if old is not None and old.evaluated_at > now + CLOCK_MARGIN_MS:
+        # The state it replaces was evaluated by a clock that has gone back since: not a
+        # change by the evidence, and the record says so (docs/interpretations.md).
+        shown["correction"] = {
+            "reason": "clock_went_back",
+            "state": old.state,
+            "evaluatedAt": iso(old.evaluated_at),
+        }
+    evidence = orjson.dumps(shown).decode()
     rid, thread, policy = ev.request_id, ev.thread_id, v.policy
     return [
         StoredTransition(rid, thread, frm, to, at, now, policy, thresholds, evidence)
@@ -528,6 +578,10 @@ def push_problems(auditor: Auditor, push: AlertmanagerPush, now: int) -> int:
         ],
         now,
     )
+
+
+def _iso(ms: int) -> str:
+    return iso(ms) or str(ms)
 
 
 def _missing(stored: str) -> tuple[Missing, ...]:

@@ -14,11 +14,13 @@ reported", and carries the verdict's own next move (spec: "Missing evidence neve
 A flood of problem waits cannot flood Alertmanager: one push (one a tick) carries at most
 `max_per_push` alerts (resolutions first, then new alerts, pages before tickets and oldest
 first, then the resends that are due, longest unsent first) and the rest wait for the next
-ticks; after a failed push the next waits 10 s, doubling to 5 min. Label values are clean and
-at most 128 characters (`core.text.label`), the summary is escaped Markdown. With the
-daemon's `server.externalUrl`, each alert's `generatorURL` is the wait's page. Each alert is
-annotated `runbook_url`, its state's runbook the daemon serves (absolute with the external
-URL, else a path, as the rules' links), and `dashboard_url` with `alertmanager.dashboardUrl`.
+ticks; after a failed push the next waits 10 s, doubling to 5 min. A resolution never ends
+before it starts, and an alert sent by a clock that has gone back since is resolved and sent
+afresh with its true times (`AHEAD_MS`). Label values are clean and at most 128 characters
+(`core.text.label`), the summary is escaped Markdown. With the daemon's `server.externalUrl`,
+each alert's `generatorURL` is the wait's page. Each alert is annotated `runbook_url`, its
+state's runbook the daemon serves (absolute with the external URL, else a path, as the rules'
+links), and `dashboard_url` with `alertmanager.dashboardUrl`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ OPERATOR = "sidewatch_operator"  # whoever runs sidewatch: the owner of unreport
 MAX_PER_PUSH = 500  # the default of alertmanager.maxAlertsPerPush
 BACKOFF_MS = 10_000  # the wait after a failed push, doubled with each failure in a row...
 BACKOFF_MAX_MS = 300_000  # ...up to this
+# An alert sent more than this ahead of a push's time was sent by a clock that has gone back
+# since: its times are corrected (resolved, and sent again if it still fires).
+AHEAD_MS = 60_000
 SUMMARY_LIMIT = 200
 VALUE_LIMIT = 200  # each string of the evidence annotation
 _Item = tuple[str, dict[str, Any], bool]  # requestId, the alert, whether it fires (or resolves)
@@ -101,6 +106,18 @@ def _iso(ms: int) -> str | None:
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _resolution(sent: dict[str, Any], now: int) -> dict[str, Any]:
+    """The alert `sent`, resolved at `now`; never ending before it starts (Alertmanager
+    refuses the whole push then): a start sent by a clock ahead of `now` is moved to `now`.
+    The times are `_iso`'s, of one width, so their text sorts as they do."""
+    ends = _iso(now)
+    out = {**sent, "endsAt": ends}
+    starts = sent.get("startsAt")
+    if ends is not None and starts is not None and starts > ends:
+        out["startsAt"] = ends
+    return out
+
+
 class AlertmanagerPush:
     """Keeps what Alertmanager was sent, so that a wait leaving its state resolves its alert,
     and what is held back for the next pushes."""
@@ -139,6 +156,8 @@ class AlertmanagerPush:
         period = max(self.resend_ms, math.ceil(len(waits) / self.max_per_push) * self.tick_ms)
         current = {p.request_id: self._alert(p, now, now + 3 * period) for p in waits}
         due = self._due(waits, current, now, period)
+        if self.retry_at - now > BACKOFF_MAX_MS:  # set by a clock that has gone back since
+            self.retry_at = 0
         if now < self.retry_at:
             self.held_back = len(due)
             return 0
@@ -162,17 +181,24 @@ class AlertmanagerPush:
         self, waits: list[ProblemWait], current: dict[str, dict[str, Any]], now: int, period: int
     ) -> list[_Item]:
         """What to send, in order: resolutions, new or changed alerts (pages first, the
-        oldest first), then the resends due (the longest unsent first)."""
+        oldest first), then the resends due (the longest unsent first). An alert sent by a
+        clock ahead of `now` (gone back since) is resolved and, if it still fires, sent
+        afresh: Alertmanager keeps the later end of two overlapping sends of one alert."""
         resolved: list[_Item] = []
         new: list[_Item] = []
         resend: list[_Item] = []
+        ahead = {r for r, at in self.sent_at.items() if at - now > AHEAD_MS}
         for request_id, sent in self.active.items():
             fresh = current.get(request_id)
-            if fresh is None or fresh["labels"] != sent["labels"]:
-                resolved.append((request_id, {**sent, "endsAt": _iso(now)}, False))
+            if fresh is None or fresh["labels"] != sent["labels"] or request_id in ahead:
+                resolved.append((request_id, _resolution(sent, now), False))
         for p in sorted(waits, key=lambda p: (p.severity != "page", p.since)):
             before = self.active.get(p.request_id)
-            if before is None or before["labels"] != current[p.request_id]["labels"]:
+            if (
+                before is None
+                or before["labels"] != current[p.request_id]["labels"]
+                or p.request_id in ahead
+            ):
                 new.append((p.request_id, current[p.request_id], True))
             elif now - self.sent_at[p.request_id] >= period:
                 resend.append((p.request_id, current[p.request_id], True))

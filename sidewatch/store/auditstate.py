@@ -152,6 +152,12 @@ def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
     )
 
 
+# A `meta` row set whether or not it is there yet (two writers may both find none).
+SET_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+EVALUATED_UNTIL = "audit.evaluated_until"  # meta: the latest time a tick evaluated at (ms)
 # A mark bumped by an ingest since it was read stays: that thread has newer evidence.
 _CLEAR_DIRTY = "DELETE FROM dirty_thread WHERE thread_id = ? AND mark = ?"
 
@@ -199,6 +205,38 @@ class AuditState:
         with self._conn() as c:
             key_lookups(c)
             return list(dict.fromkeys(str(r[0]) for r in c.execute(query)))
+
+    def mark_evaluated_after(self, at: int, until: int) -> int:
+        """Mark dirty every thread with a verdict evaluated after `at` (by a clock that has
+        gone back since), and keep `until` as the latest time evaluated at, in one
+        transaction; returns how many threads were marked. A scan of the waits (evaluated_at
+        has no index, which every save would write): the auditor asks once a clock goes back."""
+        with classified("store unavailable", QUERY_REFUSED), self.engine.begin() as c:
+            threads = [
+                (str(r[0]),)
+                for r in c.exec_driver_sql(
+                    driver_sql(
+                        c, "SELECT DISTINCT thread_id FROM wait_state WHERE evaluated_at > ?"
+                    ),
+                    (at,),
+                )
+            ]
+            if threads:
+                c.exec_driver_sql(driver_sql(c, MARK_DIRTY), threads)
+            c.exec_driver_sql(driver_sql(c, SET_META), (EVALUATED_UNTIL, str(until)))
+        return len(threads)
+
+    def evaluated_until(self) -> int | None:
+        """The latest time a tick evaluated at, as last kept (`keep_evaluated_until`)."""
+        with self._conn() as c:
+            value = c.exec_driver_sql(
+                driver_sql(c, "SELECT value FROM meta WHERE key = ?"), (EVALUATED_UNTIL,)
+            ).scalar()
+        return None if value is None else int(value)
+
+    def keep_evaluated_until(self, at: int) -> None:
+        with classified("store unavailable", QUERY_REFUSED), self.engine.begin() as c:
+            c.exec_driver_sql(driver_sql(c, SET_META), (EVALUATED_UNTIL, str(at)))
 
     def records(self, thread_ids: Collection[str]) -> dict[tuple[str, str], StoredState]:
         """The recorded verdict of every wait of these threads, by (thread, requestId)."""
@@ -312,12 +350,9 @@ class AuditState:
                 # whole once more under the new ones (store.checkpoint).
                 conn.exec_driver_sql("DELETE FROM thread_checkpoint")
                 conn.exec_driver_sql("DELETE FROM settled_wait")  # their kept waits too
-                if old is None:
-                    conn.execute(meta.insert().values(key="policies", value=fingerprint))
-                else:
-                    conn.execute(
-                        meta.update().where(meta.c.key == "policies").values(value=fingerprint)
-                    )
+                # An upsert: replicas starting together on an empty store all read no row,
+                # and an INSERT failed every one but the first (a UniqueViolation at start).
+                conn.exec_driver_sql(driver_sql(conn, SET_META), ("policies", fingerprint))
                 return len(threads)
         except OperationalError as e:
             raise store_error("store unavailable", e) from None

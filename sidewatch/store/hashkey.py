@@ -101,7 +101,8 @@ def _read(path: Path) -> bytes | None:
 def _create(path: Path, key: bytes) -> bytes:
     """Write `key` to `path` (mode 0600) unless another process just did: the file appears
     whole or not at all (written aside, then linked into place), and the first one wins."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Random, not the pid alone: replicas in containers are each pid 1, and threads share one.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:

@@ -6,7 +6,11 @@ cutoff, and no evidence of it waits for the auditor. A thread that keeps a wait 
 closed waits older than the cutoff that can go without changing the evidence or verdict of a
 wait that stays (store.history). Threads are found from their closing transitions, read once
 in id order (a saved position), so a pass reads what is new, not the store's history. Units
-and their rejects, and evidence naming no wait, go by their own age."""
+and their rejects, and evidence naming no wait, go by their own age.
+
+With `ahead_ms` (the daemon's), a pass prunes as of its clock only up to `ahead_ms` after the
+newest evidence (producers' times, not this host's): a clock jumped ahead prunes at most that
+much early, and a store that hears nothing keeps its last retention until evidence comes."""
 
 # ruff: noqa: S608 - every statement here is built of our own table and column names; every
 # value is a bound parameter.
@@ -14,12 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import logging
 import os
 import time
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -33,6 +39,7 @@ from sidewatch.store.load import load_threads
 from sidewatch.store.sql import key_lookups
 
 BATCH = 100  # threads, units or evidence rows per transaction
+DAY_MS = 86_400_000
 SEP = "\x1f"  # between the labels of a key (PostgreSQL text holds no NUL)
 # Counters of pruned_total. Their keys: the labels, joined by SEP.
 LINES, REJECTS, TRANSITIONS, FINDINGS, UNKNOWN = (
@@ -70,6 +77,38 @@ _EVIDENCE_TABLES = (
     "finding",
     "subagent",
 )
+# The newest evidence, by the producers' clocks: the latest rows of each table by id (ids
+# follow arrival), and the spans' and services' latest beats (a span grows in place). Each
+# an index range of a few rows, whatever the store's size. Findings are the auditor's (its
+# clock), units' received_at this host's: neither is here.
+_RECENT = 100
+_NEWEST = " UNION ALL ".join(
+    [
+        *(
+            f"SELECT max(at) AS x FROM (SELECT at FROM {t} ORDER BY id DESC LIMIT {_RECENT}) "
+            f"AS r{k}"
+            for k, t in enumerate(
+                (
+                    "interrupt",
+                    "tool_call",
+                    "run_fact",
+                    "answer",
+                    "legacy_resume",
+                    "tool_result",
+                    "signal",
+                    "subagent",
+                    "service_binding",
+                    "service_heartbeat_change",
+                )
+            )
+        ),
+        f"SELECT max(last_at) AS x FROM (SELECT last_at FROM heartbeat ORDER BY id DESC "
+        f"LIMIT {_RECENT}) AS hb",
+        "SELECT max(at) AS x FROM heartbeat",
+        "SELECT max(last_at) AS x FROM service_heartbeat",
+    ]
+)
+log = logging.getLogger("sidewatch.retention")
 _NO_WAIT = "NOT EXISTS (SELECT 1 FROM interrupt i WHERE i.thread_id = t.thread_id)"
 _SIGNAL_NO_WAIT = (
     f"(t.thread_id IS NULL OR {_NO_WAIT}) AND (t.request_id IS NULL OR ("
@@ -107,8 +146,13 @@ class Retention:
         buckets: Mapping[str, tuple[float, ...]] | None = None,
         batch: int = BATCH,
         policy_for: PolicyFor | None = None,
+        ahead_ms: int | None = None,
     ) -> None:
         self.engine = engine
+        # How far past the newest evidence a pass may prune as of (`as_of`); None: as of
+        # whatever `now` it is given (tests of the pruning itself, with no clock to doubt).
+        self.ahead_ms = ahead_ms
+        self._held = False  # the last pass was held back by the newest evidence (logged once)
         # The policies the auditor classifies with: closed waits of a thread that keeps a
         # wait go only when the verdicts that stay are proved the same (None: they stay).
         self.policy_for = policy_for
@@ -126,19 +170,21 @@ class Retention:
         self, now_ms: int, budget_s: float = 1.0, clock: Callable[[], float] = time.perf_counter
     ) -> Pruned:
         """Prune batch by batch until nothing older than `now_ms - retention` is left or
-        `budget_s` is spent (the next pass goes on). Raises StoreError on an outage."""
-        cutoff = now_ms - self.retention_ms
+        `budget_s` is spent (the next pass goes on); `now_ms` held back to `as_of` (the newest
+        evidence). Raises StoreError on an outage."""
         deadline = clock() + budget_s
         units = unknown = 0
         self.examined = 0
         with classified("store unavailable, nothing was pruned", "the store refused a prune"):
+            now_ms = self.as_of(now_ms)
+            cutoff = now_ms - self.retention_ms
             threads, waits, done = self._prune_threads(cutoff, now_ms, deadline, clock)
             while done:
                 if clock() > deadline:
                     done = False
                     break
                 with self._paced():
-                    n = self._units(cutoff)
+                    n = self._units(cutoff, now_ms)
                 units += n
                 if n < self.batch:
                     break
@@ -161,6 +207,29 @@ class Retention:
             pages = self._vacuum(deadline, clock)
         return Pruned(threads, waits, units, unknown, pages, done)
 
+    def as_of(self, now_ms: int) -> int:
+        """The time a pass prunes as of: `now_ms`, but never more than `ahead_ms` after the
+        newest evidence stored (none: `now_ms`). A clock jumped ahead would otherwise prune
+        for good what is younger than the retention; the first pass it holds back says so."""
+        if self.ahead_ms is None:
+            return now_ms
+        with self.engine.connect() as c:
+            newest = c.exec_driver_sql(f"SELECT max(x) FROM ({_NEWEST}) AS n").scalar()
+        if newest is None or now_ms <= int(newest) + self.ahead_ms:
+            self._held = False
+            return now_ms
+        bound = int(newest) + self.ahead_ms
+        if not self._held:
+            log.warning(
+                "the clock is %s ahead of the newest evidence (%s): pruning holds back to what "
+                "is older than the retention then, until evidence comes (a clock jumped ahead, "
+                "or a store that heard nothing for that long)",
+                _span(now_ms - int(newest)),
+                _iso(int(newest)),
+            )
+        self._held = True
+        return bound
+
     def _prune_threads(
         self, cutoff: int, now: int, deadline: float, clock: Callable[[], float]
     ) -> tuple[int, int, bool]:
@@ -171,7 +240,7 @@ class Retention:
         while True:
             if clock() > deadline:
                 return threads, waits, False
-            found, last = self._closing(cutoff, after)
+            found, last = self._closing(cutoff, now, after)
             if last == after:
                 break
             with self._paced():
@@ -216,24 +285,26 @@ class Retention:
             ).scalar()
         return int(value or 0)
 
-    def _closing(self, cutoff: int, after: int) -> tuple[list[str], int]:
+    def _closing(self, cutoff: int, now: int, after: int) -> tuple[list[str], int]:
         """The threads of the closing transitions recorded before the cutoff, among up to a
         batch of transitions after `after` (by id: each is read once, by one pass), and the
         last id looked at. Ids follow recording: the scan stops at the first recorded at or
         after the cutoff, and goes on from there once it is older. A row is a recording's last
         transition (its earlier ones in `earlier`, 0020): a wait a recording closed and left
-        open again is not prunable, and one it left closed is found by that row."""
+        open again is not prunable, and one it left closed is found by that row. A row recorded
+        after `now` (by a clock that was ahead then) goes by when the wait closed by its
+        evidence (`at`): else it would hold back every later one until the clock reached it."""
         closed = ", ".join(f"'{s}'" for s in sorted(_CLOSED))
         sql = (
-            "SELECT id, thread_id, recorded_at FROM transition "
+            "SELECT id, thread_id, recorded_at, at FROM transition "
             f"WHERE id > ? AND to_state IN ({closed}) ORDER BY id LIMIT {int(self.batch)}"
         )
         with self.engine.connect() as c:
             rows = list(c.exec_driver_sql(driver_sql(c, sql), (after,)))
         self.examined += len(rows)
         found: dict[str, None] = {}
-        for row_id, thread, recorded in rows:
-            if recorded >= cutoff:
+        for row_id, thread, recorded, at in rows:
+            if (at if recorded > now else recorded) >= cutoff:
                 break
             found[str(thread)] = None
             after = int(row_id)
@@ -433,11 +504,15 @@ class Retention:
 
     # -- units -------------------------------------------------------------------------------
 
-    def _units(self, cutoff: int) -> int:
+    def _units(self, cutoff: int, now: int) -> int:
         """Prune up to a batch of the oldest units received before the cutoff, with their
-        line counts and rejects (counted in pruned_total)."""
+        line counts and rejects (counted in pruned_total). A unit received after `now` (by a
+        clock that was ahead then) is passed over, not waited for: it goes once it is old."""
         ids = self._leading(
-            f"SELECT id, received_at FROM unit ORDER BY id LIMIT {int(self.batch)}", (), cutoff
+            "SELECT id, received_at FROM unit WHERE received_at <= ? "
+            f"ORDER BY id LIMIT {int(self.batch)}",
+            (now,),
+            cutoff,
         )
         if not ids:
             return 0
@@ -640,6 +715,22 @@ class _BeatWalk:
     at: int = -(2**63)  # before any time
     id: int = 0
     live: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+def _span(ms: int) -> str:
+    """A duration as the log says it: 2h05m, 7m30s."""
+    s = ms // 1000
+    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def ahead_of(retention_ms: int) -> int:
+    """How far past the newest evidence the daemon prunes as of: a tenth of the retention,
+    at most a day (what a clock jumped ahead can prune early; evidence keeps it near now)."""
+    return min(DAY_MS, retention_ms // 10)
 
 
 def _add(c: Connection, counts: Counter[tuple[str, str]]) -> None:

@@ -1210,6 +1210,10 @@ def test_a_wait_pruned_past_the_retention_is_a_404_that_names_the_retention(
     message = "thread-message/int-message"  # closed by a decline: its thread goes whole
     later = now + 31 * 86_400_000
     unknown = audited.get("/v1/waits/thread-none/i").json()["error"]
+    # A month on, evidence still comes: the clock is not ahead of it (store.retention).
+    beat = {"type": "CUSTOM", "name": "sidewatch.heartbeat", "timestamp": later}
+    beat["value"] = {"threadId": "thread-later"}
+    assert 200 == audited.post("/v1/events", content=ndjson([beat]), headers=NDJSON).status_code
 
     daemon.auditor.prune(later, 60)
     r = audited.get(f"/v1/waits/{message}")

@@ -1,5 +1,6 @@
 """Several real `sidewatch serve` replicas on one PostgreSQL database: every replica ingests
-and serves reads, exactly one audits, and another takes over when it dies."""
+and serves reads, exactly one audits, and another takes over when it dies; replicas started
+together on an empty store (PostgreSQL or SQLite) all come up."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import create_engine, text
 
+from sidewatch.config import Config
+from sidewatch.daemon.serve import Daemon
 from sidewatch.store.auditstate import TRANSITION_ROW_COLS, expand
+from tests.conftest import STORES, PgSchemas
 from tests.daemon.test_e2e import (
     SHARED,
     Server,
@@ -166,3 +171,48 @@ def test_three_replicas_audit_once_and_another_takes_over_within_two_intervals(
     assert epochs >= 2
     assert 0.0 == standby_metrics["sidewatch_audit_lease_held"]
     assert not any(k.startswith("sidewatch_waits") for k in standby_metrics)
+
+
+REPLICAS_AT_ONCE = 4
+STARTS = 5  # each on a new empty store: the race lost about every other time on one
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_replicas_starting_together_on_an_empty_store_all_come_up(
+    store: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    failures: list[str] = []
+    for n in range(STARTS):
+        if store == "sqlite":
+            url = f"sqlite:///{tmp_path / f'start-{n}.db'}"
+        else:
+            schemas: PgSchemas = request.getfixturevalue("pg_schemas")
+            url = schemas.url(schemas.blank())
+        failures += _start_together(Config(db_url=url, report_schedule=None))
+
+    assert [] == failures
+
+
+def _start_together(config: Config) -> list[str]:
+    """`REPLICAS_AT_ONCE` daemons constructed at one barrier on the store of `config`: what
+    each raised, if anything (its class and message)."""
+    barrier = threading.Barrier(REPLICAS_AT_ONCE)
+    made: list[Daemon] = []
+    failed: list[str] = []
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            made.append(Daemon(config))
+        except Exception as e:  # what the test reports: every replica must come up
+            failed.append(f"{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=start) for _ in range(REPLICAS_AT_ONCE)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for d in made:
+        d.lease.release()
+        d.engine.dispose()
+    return failed
