@@ -25,6 +25,14 @@ def _refusal(status: int, message: str) -> Response:
     return Response(orjson.dumps({"error": message}), status, CLOSE, "application/json")
 
 
+def _too_large(method: str, limit: int, length: int | None) -> Response:
+    if not limit:
+        return _refusal(413, f"a {method} request takes no body")
+    if length is not None:
+        return _refusal(413, f"body of {length} bytes is over the limit of {limit}")
+    return _refusal(413, f"body is over the limit of {limit} bytes")
+
+
 def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
     """The Content-Length a request declares, or None (chunked, or none given)."""
     for name, value in headers:
@@ -33,16 +41,23 @@ def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
     return None
 
 
+# Methods whose requests carry no body: any body they come with is refused, not read.
+BODILESS = frozenset({"GET", "HEAD"})
+
+
 async def read_body(
     scope: Scope, receive: Receive, limit: int, timeout_ms: int
 ) -> bytes | Response | None:
     """The whole body, or the answer that refuses it: over `limit` bytes by its declared
     length (413, before a byte of it is read) or as it streams in (413, cut at the limit), or
     not all there within `timeout_ms` (408: a stalled or trickling client holds no request for
-    longer). None when the client went away meanwhile (there is no one to answer)."""
+    longer). A GET or HEAD may have no body at all. None when the client went away meanwhile
+    (there is no one to answer)."""
+    method = scope["method"]
+    limit = 0 if method in BODILESS else limit
     length = declared_length(scope["headers"])
     if length is not None and length > limit:
-        return _refusal(413, f"body of {length} bytes is over the limit of {limit}")
+        return _too_large(method, limit, length)
     chunks: list[bytes] = []
     size = 0
     try:
@@ -54,7 +69,7 @@ async def read_body(
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
-                    return _refusal(413, f"body is over the limit of {limit} bytes")
+                    return _too_large(method, limit, None)
                 chunks.append(chunk)
                 if not message.get("more_body", False):
                     return b"".join(chunks)

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from starlette.types import Message
 
 from sidewatch.config import Config
+from sidewatch.daemon.limits import BODILESS
 from sidewatch.daemon.serve import Daemon
 
 LIMIT = 4096
@@ -53,8 +54,29 @@ def _every_route_and_method() -> list[tuple[str, str]]:
     return pairs
 
 
+def _ids(routes: list[tuple[str, str]]) -> list[str]:
+    return [f"{m} {p}" for m, p in routes]
+
+
 ROUTES = _every_route_and_method()
-IDS = [f"{m} {p}" for m, p in ROUTES]
+IDS = _ids(ROUTES)
+BODILESS_ROUTES = [(m, p) for m, p in ROUTES if m in BODILESS]
+TAKING_A_BODY = [(m, p) for m, p in ROUTES if m not in BODILESS]
+
+
+def _limit(method: str) -> int:
+    return 0 if method in BODILESS else LIMIT
+
+
+def _too_large(method: str, message: str) -> str:
+    """What a body over the limit is told: a GET or HEAD takes none at all."""
+    return f"a {method} request takes no body" if method in BODILESS else message
+
+
+def _framing(declared: bool, length: int) -> tuple[bytes, bytes]:
+    if declared:
+        return (b"content-length", str(length).encode())
+    return (b"transfer-encoding", b"chunked")
 
 
 class Client:
@@ -97,18 +119,20 @@ class Client:
         return str(orjson.loads(body)["error"])
 
 
-def _run(daemon: Daemon, client: Client, chunks: Iterator[bytes], pause: float = 0.0) -> float:
+def _run(daemon: Daemon, client: Client, chunks: list[bytes], pause: float = 0.0) -> float:
     """Runs the request, the body given as `chunks` (one a `pause` apart, the last one
     ending it); returns how long the app took to answer, in seconds."""
+    left = iter(range(len(chunks) - 1, -1, -1))  # chunks still to come after this one
 
     async def receive() -> Message:
-        chunk = next(chunks, None)
-        if chunk is None:  # the client waits for its answer
+        more = next(left, None)
+        if more is None:  # the client waits for its answer
             await asyncio.sleep(3600)
             return {"type": "http.disconnect"}
+        chunk = chunks[len(chunks) - 1 - more]
         await asyncio.sleep(pause)
         client.received += len(chunk)
-        return {"type": "http.request", "body": chunk, "more_body": True}
+        return {"type": "http.request", "body": chunk, "more_body": more > 0}
 
     async def go() -> float:
         start = time.monotonic()
@@ -118,16 +142,25 @@ def _run(daemon: Daemon, client: Client, chunks: Iterator[bytes], pause: float =
     return asyncio.run(go())
 
 
+def test_the_routes_held_to_the_limits_are_read_from_the_app() -> None:
+    expected = {"POST /v1/events", "POST /ui/login", "GET /healthz", "GET /ui/waits/x"}
+
+    assert expected <= set(IDS)
+    assert len(IDS) == len(BODILESS_ROUTES) + len(TAKING_A_BODY)
+
+
 @pytest.mark.parametrize(("method", "path"), ROUTES, ids=IDS)
 def test_a_declared_body_over_the_limit_is_413_before_a_byte_of_it_is_read(
     daemon: Daemon, method: str, path: str
 ) -> None:
     client = Client(method, path, [(b"content-length", str(64 * 1024 * 1024).encode())])
 
-    _run(daemon, client, iter([b"x" * 65536] * 1024))
+    _run(daemon, client, [b"x" * 65536] * 1024)
 
     assert 413 == client.status
-    assert f"body of {64 * 1024 * 1024} bytes is over the limit of {LIMIT}" == client.error
+    assert _too_large(method, f"body of {64 * 1024 * 1024} bytes is over the limit of {LIMIT}") == (
+        client.error
+    )
     assert b"close" == client.headers[b"connection"]
     assert 0 == client.received
 
@@ -138,23 +171,51 @@ def test_a_streamed_body_is_cut_at_the_limit_with_413(
 ) -> None:
     client = Client(method, path, [(b"transfer-encoding", b"chunked")])
 
-    _run(daemon, client, iter([b"x" * 1000] * 64 * 1024))
+    _run(daemon, client, [b"x" * 1000] * 64 * 1024)
 
     assert 413 == client.status
-    assert f"body is over the limit of {LIMIT} bytes" == client.error
+    assert _too_large(method, f"body is over the limit of {LIMIT} bytes") == client.error
     assert b"close" == client.headers[b"connection"]
-    assert LIMIT < client.received <= LIMIT + 1000
+    assert (0 if method in BODILESS else LIMIT) < client.received <= _limit(method) + 1000
 
 
-@pytest.mark.parametrize(("method", "path"), ROUTES, ids=IDS)
+@pytest.mark.parametrize(("method", "path"), TAKING_A_BODY, ids=_ids(TAKING_A_BODY))
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
 def test_a_trickled_body_is_408_at_the_request_deadline(
-    daemon: Daemon, method: str, path: str
+    daemon: Daemon, method: str, path: str, declared: bool
 ) -> None:
-    client = Client(method, path, [(b"content-length", b"1000")])
+    client = Client(method, path, [_framing(declared, 1000)])
 
-    took = _run(daemon, client, iter([b"x"] * 1000), pause=TRICKLE_S)
+    took = _run(daemon, client, [b"x"] * 1000, pause=TRICKLE_S)
 
     assert 408 == client.status
     assert "did not arrive within 0.3s (server.requestTimeout" in client.error
     assert b"close" == client.headers[b"connection"]
     assert DEADLINE_MS / 1000 <= took < 5 * DEADLINE_MS / 1000
+
+
+@pytest.mark.parametrize(("method", "path"), BODILESS_ROUTES, ids=_ids(BODILESS_ROUTES))
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_trickled_body_to_a_get_is_413_at_its_first_byte(
+    daemon: Daemon, method: str, path: str, declared: bool
+) -> None:
+    client = Client(method, path, [_framing(declared, 1000)])
+
+    took = _run(daemon, client, [b"x"] * 1000, pause=TRICKLE_S)
+
+    assert 413 == client.status
+    assert f"a {method} request takes no body" == client.error
+    assert b"close" == client.headers[b"connection"]
+    assert took < DEADLINE_MS / 1000
+    assert (0 if declared else 1) == client.received
+
+
+def test_a_get_without_a_body_is_served() -> None:
+    """What the limits leave alone: the ordinary request, with an empty body or none."""
+    probe = Daemon(dataclasses.replace(Config(), db_url="sqlite://"))
+    client = Client("GET", "/healthz", [(b"content-length", b"0")])
+
+    _run(probe, client, [b""])
+
+    assert 200 == client.status
+    probe.engine.dispose()
