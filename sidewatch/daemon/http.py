@@ -337,7 +337,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
         middleware=[
             Middleware(CountAnswers, counters=state.selfwatch, routes=routes),  # refusals too
-            Middleware(BodyLimits, config=lambda: state.config),  # before any body is read
+            Middleware(BodyLimits, config=lambda: state.config, routes=routes),
             Middleware(SameOrigin, config=state.config),
         ],
     )

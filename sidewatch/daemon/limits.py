@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import orjson
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sidewatch.config import Config
@@ -31,6 +32,24 @@ def _too_large(method: str, limit: int, length: int | None) -> Response:
     if length is not None:
         return _refusal(413, f"body of {length} bytes is over the limit of {limit}")
     return _refusal(413, f"body is over the limit of {limit} bytes")
+
+
+def _has_body(scope: Scope) -> bool:
+    length = declared_length(scope["headers"])
+    chunked = any(name == b"transfer-encoding" for name, _ in scope["headers"])
+    return chunked or bool(length)
+
+
+def _closing(send: Send) -> Send:
+    """`send`, with the answer closing the connection (the body it left unread with it)."""
+
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", ()), (b"connection", b"close")]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return closing
 
 
 def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
@@ -85,16 +104,23 @@ async def read_body(
 class BodyLimits:
     """ASGI middleware: reads each HTTP request's body under the limit and the deadline of
     the config in force (both may change on reload), answers 413 or 408 itself, and hands the
-    application a body already whole. A route that takes no body is held to the same limits:
-    no route, present or added later, reads more or waits longer."""
+    application a body already whole. No route, present or added later, reads more or waits
+    longer; a GET or HEAD route reads no body at all. A request no route takes (404, 405) is
+    answered without its body being read, and its connection closed."""
 
-    def __init__(self, app: ASGIApp, config: Callable[[], Config]) -> None:
+    def __init__(
+        self, app: ASGIApp, config: Callable[[], Config], routes: Sequence[BaseRoute]
+    ) -> None:
         self.app = app
         self.config = config
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if not any(route.matches(scope)[0] is Match.FULL for route in self.routes):
+            await self.app(scope, receive, _closing(send) if _has_body(scope) else send)
             return
         config = self.config()
         body = await read_body(scope, receive, config.max_body_bytes, config.request_timeout_ms)

@@ -210,6 +210,23 @@ def test_a_trickled_body_to_a_get_is_413_at_its_first_byte(
     assert (0 if declared else 1) == client.received
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", "/v1/events", 405), ("POST", "/v1/waits", 405), ("POST", "/nowhere", 404)],
+    ids=["get-to-a-post-route", "post-to-a-get-route", "no-route"],
+)
+def test_a_body_no_route_takes_is_answered_unread_and_the_connection_closed(
+    daemon: Daemon, method: str, path: str, status: int
+) -> None:
+    client = Client(method, path, [(b"content-length", str(64 * 1024 * 1024).encode())])
+
+    _run(daemon, client, [b"x" * 65536] * 1024)
+
+    assert status == client.status
+    assert b"close" == client.headers[b"connection"]
+    assert 0 == client.received
+
+
 def test_a_get_without_a_body_is_served() -> None:
     """What the limits leave alone: the ordinary request, with an empty body or none."""
     probe = Daemon(dataclasses.replace(Config(), db_url="sqlite://"))
