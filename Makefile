@@ -57,6 +57,7 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/engine.py
 	$(PY) bench/engine_targets.py --runs 10000
 	$(PY) bench/ui.py
+	$(PY) bench/limits.py
 
 soak: $(VENV)/.installed-test ## ten minutes of mixed load with faults: counts agree, memory flat
 	$(PY) bench/soak.py

@@ -29,6 +29,7 @@ from sidewatch.app.ingest import Ingest, IngestSummary, media_and_encoding
 from sidewatch.app.read import Read
 from sidewatch.config import Config, Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
+from sidewatch.daemon.limits import BodyLimits
 from sidewatch.daemon.openapi import OPENAPI
 from sidewatch.daemon.origin import SameOrigin
 from sidewatch.daemon.selfwatch import CountAnswers, SelfCounters
@@ -116,38 +117,6 @@ def _authorized(scope: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
-# Refused before the whole body was read: the client may still be sending, so the connection
-# is closed once answered rather than kept to swallow the rest.
-_CLOSE = {"Connection": "close"}
-
-
-async def _read_body(request: Request, limit: int, timeout_ms: int) -> bytes | Response:
-    """The whole body, or the answer that refuses it: over `limit` bytes (413), or not all
-    there within `timeout_ms` (408: a stalled or trickling client holds no request for
-    longer). Only the reading is timed; a body that arrived is always committed."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        return _error(413, f"body of {length} bytes is over the limit of {limit}", _CLOSE)
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async with asyncio.timeout(timeout_ms / 1000):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    return _error(413, f"body is over the limit of {limit} bytes", _CLOSE)
-                chunks.append(chunk)
-    except TimeoutError:
-        log.warning("request body not received in time (%d bytes in %d ms)", size, timeout_ms)
-        return _error(
-            408,
-            f"the body did not arrive within {timeout_ms / 1000:g}s "
-            f"(server.requestTimeout; {size} bytes received); nothing of it was stored",
-            _CLOSE,
-        )
-    return b"".join(chunks)
-
-
 @_authorized("ingest")
 async def post_events(request: Request) -> Response:
     app: AppState = request.app.state.sidewatch
@@ -156,9 +125,7 @@ async def post_events(request: Request) -> Response:
     if isinstance(decoded, str):
         return _error(415, decoded)
     media, encoding = decoded
-    body = await _read_body(request, app.config.max_body_bytes, app.config.request_timeout_ms)
-    if isinstance(body, Response):
-        return body
+    body = await request.body()  # whole, within the limits (daemon/limits.py: every route)
     source = f"http:{request.client.host if request.client else '?'}"
     token: Token | None = getattr(request.state, "token", None)  # None: no token configured
     allowed = None if token is None else token.kinds
@@ -379,6 +346,7 @@ def create_app(state: AppState, lifespan: Any = None) -> Starlette:
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
         middleware=[
             Middleware(CountAnswers, counters=state.selfwatch, routes=routes),  # refusals too
+            Middleware(BodyLimits, config=lambda: state.config, routes=routes),
             Middleware(SameOrigin, config=state.config),
         ],
     )

@@ -16,7 +16,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 # RequestResponseCycle).
 OVERRIDES = ("connection_made", "connection_lost", "on_response_complete")
 ATTRIBUTES = ("loop", "conn", "cycle", "transport")
-CYCLE_ATTRIBUTES = ("response_complete",)
+CYCLE_ATTRIBUTES = ("response_complete", "more_body")
 CONN_ATTRIBUTES = ("trailing_data",)
 
 
@@ -28,9 +28,9 @@ def head_deadline(seconds: float, max_connections: int | None = None) -> type[H1
     body has its own deadline in the application (server.requestTimeout too).
 
     With `max_connections`, no more connections are held open: the next one closes the
-    oldest that is not in the middle of a request (an idle keep-alive, a head still coming),
-    so idle sockets cannot use up the open files and keep /healthz and ingest out. When all
-    are mid-request, the new one gets a 503."""
+    oldest that is not being answered (an idle keep-alive, a head or a body still coming),
+    so idle or trickling sockets cannot use up the open files and keep /healthz and ingest
+    out. When all are being answered, the new one gets a 503."""
 
     # Open connections, oldest first (a dict keeps insertion order).
     held: dict[H11Protocol, None] = {}
@@ -43,7 +43,7 @@ def head_deadline(seconds: float, max_connections: int | None = None) -> type[H1
             self._arm(None)
             held[self] = None
             if max_connections is not None and len(held) > max_connections:
-                victim = next(c for c in held if c.cycle is None or c.cycle.response_complete)
+                victim = next(c for c in held if _yields(c))
                 held.pop(victim)
                 if victim is self:
                     self._refuse(b"503 Service Unavailable", "too many connections; retry later")
@@ -87,3 +87,10 @@ def head_deadline(seconds: float, max_connections: int | None = None) -> type[H1
             self.transport.close()
 
     return HeadDeadline
+
+
+def _yields(connection: H11Protocol) -> bool:
+    """Not being answered: idle between requests, or its head or body still coming (the
+    application takes a request only once its body is whole: daemon/limits.py)."""
+    cycle = connection.cycle
+    return cycle is None or cycle.response_complete or cycle.more_body

@@ -158,7 +158,7 @@ async def login(request: Request) -> Response:
     """The token arrives in a form body (never in a URL, so no log holds it); the cookie set
     is derived from it, HttpOnly and same-site."""
     app = request.app.state.sidewatch
-    body = await request.body()
+    body = await request.body()  # whole within server.maxBodyBytes and requestTimeout, or refused
     given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0].strip()
     match = None
     for token in app.config.tokens:

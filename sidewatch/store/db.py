@@ -127,13 +127,22 @@ def sqlite_file(engine: Engine) -> Path | None:
 
 def _create_private(engine: Engine) -> None:
     """A new SQLite file is created `0600` (SQLite gives its -wal and -shm files the same
-    mode): it holds who was asked to approve what, and when."""
+    mode): it holds who was asked to approve what, and when. So is one deleted under the
+    running daemon and created again by its next connection."""
     path = sqlite_file(engine)
     if path is None:
         return
-    # Already there (its mode is the operator's), or an error SQLite then says better.
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+    def create() -> None:
+        # Already there (its mode is the operator's), or an error SQLite then says better.
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+    create()
+
+    @event.listens_for(engine, "do_connect")
+    def _private(*_: Any) -> None:  # before SQLite opens (and would create) the file
+        create()
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:

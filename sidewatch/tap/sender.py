@@ -3,12 +3,13 @@
 `record` never blocks and never raises: a full queue drops the new line and counts it. A tool
 call's lines (`TOOL_CALL_START` to `TOOL_CALL_END`) are queued together when it ends, and never
 cut across two batches: ingest reads a call within one unit, and an ADK confirmation cut in two
-was no wait at all. The sender posts gzip NDJSON batches; a connection error or a
-`429`/`502`/`503`/`504` keeps the batch and retries it with exponential backoff and full
-jitter, so a daemon restart loses nothing the queue could hold. Other refusals drop the batch
-(counted). `close` (also run at interpreter exit) sends what is queued within its timeout. The
-daemon's URL is reached without the environment's proxies unless `use_proxy=True`: a proxy
-would see the bearer token.
+was no wait at all. The lines held meanwhile count against the queue's bounds. The sender
+posts gzip NDJSON batches; a connection error or a `429`/`502`/`503`/`504` keeps the batch
+and retries it with exponential backoff and full jitter, so a daemon restart loses nothing
+the queue could hold. Other refusals drop the batch (counted). `close` (also run at
+interpreter exit) sends what is queued within its timeout. The daemon's URL is reached
+without the environment's proxies unless `use_proxy=True`: a proxy would see the bearer
+token.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ class Tap:
         # The lines of tool calls started and not ended yet, by (threadId, toolCallId).
         self._held: dict[tuple[Any, str], list[bytes]] = {}
         self._held_bytes: dict[tuple[Any, str], int] = {}
+        self._held_lines = self._held_size = 0  # all held calls': within the queue's bounds
+        self._cut: dict[tuple[Any, str], None] = {}  # calls dropped, not ended yet (the newest)
         self._cond = threading.Condition()
         self._closing = False
         self._deadline: float | None = None  # when closing: give up retrying at this time
@@ -143,14 +146,25 @@ class Tap:
             key = (thread, call)
             if kind == "TOOL_CALL_START":
                 self._release(key)  # the same id started again before it ended
+                self._cut.pop(key, None)
                 if len(self._held) >= MAX_HELD:
                     self._release(next(iter(self._held)))
-                self._held[key], self._held_bytes[key] = [line], len(line)
+                if not self._fits(1, len(line)):
+                    self._drop_call(key, 1)
+                    return
+                self._hold(key, line)
+                return
+            if key in self._cut:  # the rest of a call dropped: none of it goes
+                self.dropped += 1
+                if kind == "TOOL_CALL_END":
+                    del self._cut[key]
                 return
             held = self._held.get(key)
             if held is not None:
-                held.append(line)
-                self._held_bytes[key] += len(line) + 1
+                if not self._fits(1, len(line) + 1):  # the call goes whole or not at all
+                    self._drop_call(key, len(self._unhold(key)) + 1)
+                    return
+                self._hold(key, line)
                 if kind == "TOOL_CALL_END" or self._held_bytes[key] > self.batch_bytes:
                     self._release(key)  # (a call larger than a batch goes as it stands)
                 return
@@ -159,20 +173,46 @@ class Tap:
                 self._release(key)
         self._enqueue([line])
 
+    def _drop_call(self, key: tuple[Any, str], lines: int) -> None:
+        """A call with no room in the queue is dropped (counted), and so are its later lines."""
+        self.dropped += lines
+        self._cut[key] = None
+        if len(self._cut) > MAX_HELD:
+            del self._cut[next(iter(self._cut))]
+
+    def _hold(self, key: tuple[Any, str], line: bytes) -> None:
+        held = self._held.setdefault(key, [])
+        size = len(line) + 1 if held else len(line)  # queued joined by newlines
+        held.append(line)
+        self._held_bytes[key] = self._held_bytes.get(key, 0) + size
+        self._held_lines += 1
+        self._held_size += size
+
+    def _unhold(self, key: tuple[Any, str]) -> list[bytes]:
+        """The lines held of a call, no longer held (none when it is not)."""
+        lines = self._held.pop(key, None) or []
+        self._held_lines -= len(lines)
+        self._held_size -= self._held_bytes.pop(key, 0)
+        return lines
+
     def _release(self, key: tuple[Any, str]) -> None:
-        lines = self._held.pop(key, None)
-        self._held_bytes.pop(key, None)
+        lines = self._unhold(key)
         if lines:
             self._enqueue(lines)
+
+    def _fits(self, lines: int, size: int) -> bool:
+        """Whether `lines` more lines of `size` bytes fit the queue's bounds beside what is
+        queued and what is held (a held call takes its room when held, not when queued)."""
+        return (
+            not self._closing
+            and self._count + self._held_lines + lines <= self.queue_lines
+            and self._bytes + self._held_size + size <= self.queue_bytes
+        )
 
     def _enqueue(self, lines: list[bytes]) -> None:
         """Queue `lines` as one entry, or drop them (counted) when the queue is full."""
         entry = b"\n".join(lines)
-        if (
-            self._closing
-            or self._count + len(lines) > self.queue_lines
-            or self._bytes + len(entry) > self.queue_bytes
-        ):
+        if not self._fits(len(lines), len(entry)):
             self.dropped += len(lines)
             return
         self._lines.append(entry)

@@ -10,6 +10,7 @@ import datetime as dt
 import ipaddress
 import logging
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -479,16 +480,21 @@ def _closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
-def test_past_the_cap_the_oldest_idle_connection_yields_and_busy_ones_do_not(
+def test_past_the_cap_the_oldest_idle_or_trickling_connection_yields_and_busy_ones_do_not(
     tmp_path: Path,
 ) -> None:
+    store = tmp_path / "s.db"
     server = _start(
-        tmp_path, f"sqlite:///{tmp_path}/s.db", server=", maxConnections: 2, requestTimeout: 60s"
+        tmp_path,
+        f"sqlite:///{store}",
+        server=", maxConnections: 2, requestTimeout: 60s",
+        store=", busyTimeout: 30s",
     )
     port = int(server.url.rsplit(":", 1)[1])
+    body = _unit(1)
     head = (
         f"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        "Content-Type: application/x-ndjson\r\nContent-Length: 100\r\n\r\n"
+        f"Content-Type: application/x-ndjson\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
     opened: list[socket.socket] = []
 
@@ -497,24 +503,36 @@ def test_past_the_cap_the_oldest_idle_connection_yields_and_busy_ones_do_not(
         time.sleep(0.3)  # accepted in this order
         return opened[-1]
 
+    writer = sqlite3.connect(store, isolation_level=None)
     try:
         oldest, younger = connect(), connect()
         health = httpx.get(f"{server.url}/healthz", timeout=10)  # a third: the oldest yields
         oldest_closed = _closed_by_server(oldest)
-        younger.sendall(head)  # now mid-request, as is a second one:
+        younger.sendall(head)  # its body still to come: it yields to the next as well
         connect().sendall(head)
         time.sleep(0.3)
+        past_trickler = httpx.get(f"{server.url}/healthz", timeout=10)
+        younger_closed = _closed_by_server(younger)
+        # Two requests being answered: whole, their ingest waiting for the store's lock.
+        writer.execute("BEGIN EXCLUSIVE")
+        busy = connect()
+        busy.sendall(head + body)
+        connect().sendall(head + body)
+        time.sleep(0.3)
         refused = httpx.get(f"{server.url}/healthz", timeout=10)
-        younger.settimeout(0.5)
+        busy.settimeout(0.5)
         with pytest.raises(TimeoutError):  # the busy connections were left alone
-            younger.recv(1)
+            busy.recv(1)
     finally:
+        writer.close()
         for s in opened:
             s.close()
         _stop(server)
 
     assert 200 == health.status_code
     assert oldest_closed
+    assert 200 == past_trickler.status_code
+    assert younger_closed
     assert 503 == refused.status_code
     assert "too many connections" in refused.json()["error"]
 

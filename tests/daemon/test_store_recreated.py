@@ -98,3 +98,23 @@ def test_an_sqlite_file_deleted_under_the_daemon_is_not_ready_and_answers_json(
         _check(server, recreate)
     finally:
         _stop(server)
+
+
+def test_an_sqlite_file_deleted_under_the_daemon_comes_back_0600_with_its_wal_and_shm(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "sidewatch.db"
+    files = (db, Path(f"{db}-wal"), Path(f"{db}-shm"))
+
+    def recreate() -> None:
+        for path in files:
+            path.unlink(missing_ok=True)
+
+    server = _start(tmp_path, f"sqlite:///{db}")
+    try:
+        _check(server, recreate)  # the daemon has connected to the file it created again
+        modes = {path.name: oct(path.stat().st_mode & 0o777) for path in files}
+    finally:
+        _stop(server)
+
+    assert {path.name: "0o600" for path in files} == modes

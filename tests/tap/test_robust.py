@@ -212,6 +212,30 @@ def test_the_queue_is_bounded_in_bytes_as_well_as_lines() -> None:
     assert 296 <= dropped  # the rest are queued, or in the batch the sender is retrying
 
 
+def test_held_tool_calls_count_against_the_queue_s_bound_in_bytes() -> None:
+    """256 calls cut off mid-arguments (never ended), each held whole: they held 64 MiB past
+    a 2 MiB queue. What is held and queued stays within the bound; the rest is dropped,
+    counted, a call whole or not at all."""
+    tap = Tap("http://127.0.0.1:9/v1/events", queue_bytes=2 << 20, flush_seconds=60)
+    args = "x" * (256 << 10)  # under a batch's size: the call stays held
+    tracemalloc.start()
+    try:
+        for n in range(256):
+            part = {"threadId": f"t{n}", "runId": "r", "toolCallId": f"c{n}"}
+            tap.record({"type": "TOOL_CALL_START", "toolCallName": "f", **part}, None, None)
+            tap.record({"type": "TOOL_CALL_ARGS", "delta": args, **part}, None, None)
+            tap.record({"type": "TOOL_CALL_ARGS", "delta": "}", **part}, None, None)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    dropped = tap.dropped
+    tap.close(timeout=0)
+
+    assert held < 3 << 20, f"{held / (1 << 20):.0f} MiB held"
+    assert 0 == dropped % 3  # a call's lines went together: none of a dropped call was kept
+    assert 3 * 256 - 3 * 8 <= dropped < 3 * 256  # at most 2 MiB's worth (8 calls) kept
+
+
 def test_a_503_and_a_refused_connection_are_retried_until_sidewatch_takes_the_lines() -> None:
     sink = _Sink(status=503)
     tap = Tap(sink.url, flush_seconds=0.05, retry_base_seconds=0.05, retry_max_seconds=0.2)
