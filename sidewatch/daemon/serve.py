@@ -272,6 +272,8 @@ class Daemon:
         paths = sorted({str(getattr(r, "path", "")) for r in self.app.routes})
         registry.register(SelfCollector(self.state.selfwatch, paths, config.audit_interval_ms))
         self._running: set[asyncio.Future[Any]] = set()  # store work in worker threads
+        # How long a tick classifies before it leaves the rest for the next one.
+        self.tick_budget_s = config.audit_interval_ms / 1000 * TICK_BUDGET
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
         self.alerts = (
@@ -357,6 +359,7 @@ class Daemon:
                     "waits": report.waits,
                     "transitions": report.transitions,
                     "errors": report.errors,
+                    "backlog": report.backlog,
                     "seconds": round(report.seconds, 4),
                 },
             )
@@ -399,7 +402,8 @@ class Daemon:
         """A tick, then (when configured) the Alertmanager push of its problem waits: sent by
         the auditor that ran the tick, so never twice."""
         with self._audit_lock:
-            report = self.auditor.tick(now)
+            report = self.auditor.tick(now, self.tick_budget_s)
+            # Its budgeted slice is committed: a success, whatever backlog it left.
             self.auditor.succeeded(time.time())
         if self.alerts is not None:
             push_problems(self.auditor, self.alerts, now)
@@ -530,6 +534,9 @@ class Daemon:
 
 
 PRUNE_BUDGET_S = 2.0  # the longest pruning after one tick
+# A tick's share of audit.interval: a long re-audit goes on over the next ticks, each
+# committing its slice, so ingest, reloads and /readyz never wait for the whole of it.
+TICK_BUDGET = 0.5
 
 
 def _jetstream(config: Config, ingest: Ingest) -> JetStreamIngest | None:

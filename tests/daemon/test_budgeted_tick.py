@@ -1,0 +1,113 @@
+"""A long re-audit never makes the daemon unready or holds ingest up: each tick works under a
+time budget, commits its slice and leaves the rest for the next, saying how much is left
+(`sidewatch_audit_backlog_threads`); tick by tick the backlog goes down to 0, and the verdicts
+at the end are those one unbounded pass gives, each transition recorded once."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sidewatch.app.audit import audit
+from sidewatch.config import Config
+from sidewatch.core.policy import DEFAULT_POLICY
+from sidewatch.daemon.serve import Daemon
+from tests.daemon.test_http import MIN, NDJSON, heartbeat, ndjson, requested, route
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette's TestClient prefers httpx2 (see test_http)
+    from starlette.testclient import TestClient
+
+THREADS = 450  # a budgeted tick takes 100 at least (app.audit.MIN_BATCH)
+# heartbeatFreshness down from 10 to 5 minutes: every wait, its heartbeat 8 minutes old, goes
+# from WAITING to ORPHANED once re-audited.
+STRICT = dataclasses.replace(
+    DEFAULT_POLICY,
+    thresholds=dataclasses.replace(DEFAULT_POLICY.thresholds, heartbeat_freshness_ms=5 * MIN),
+)
+
+
+@pytest.fixture
+def daemon(db_url: str) -> Iterator[Daemon]:
+    d = Daemon(dataclasses.replace(Config(), db_url=db_url, allowed_hosts=("testserver",)))
+    yield d
+    d.engine.dispose()
+
+
+def _waits(now: int, count: int) -> bytes:
+    lines = []
+    for n in range(count):
+        thread = f"t-{n:04d}"
+        lines += requested(thread, "i", "deploy_service", now - 30 * MIN, now + 90 * MIN)
+        lines += [route(thread, "i", now - 29 * MIN), heartbeat(thread, now - 8 * MIN)]
+    return ndjson(lines)
+
+
+def _backlog(client: TestClient) -> float:
+    text = client.get("/metrics").text
+    (value,) = (
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "sidewatch_audit_backlog_threads"
+    )
+    return value
+
+
+def test_a_long_reaudit_goes_on_tick_by_tick_and_the_daemon_stays_ready_and_ingests(
+    daemon: Daemon,
+) -> None:
+    client = TestClient(daemon.app)
+    now = int(time.time()) * 1000
+    extra = ndjson(requested("t-extra", "i", "send_invoice", now - MIN, now + 90 * MIN))
+    for body in (_waits(now, THREADS), extra):
+        assert 200 == client.post("/v1/events", content=body, headers=NDJSON).status_code
+    asyncio.run(daemon.tick())  # the whole budget of a 30 s interval: every wait, WAITING
+    before = dict(daemon.auditor.open_waits)
+    moved_before = daemon.auditor.transitions.copy()
+    daemon.auditor.use_policies((STRICT,))  # what a SIGHUP with the new policy does
+    daemon.tick_budget_s = 0.001  # one batch a tick
+    answers: list[tuple[str, int]] = []
+    done = threading.Event()
+
+    def meanwhile() -> None:  # ingest and readiness, asked while the ticks run
+        other = TestClient(daemon.app)
+        while not done.is_set():
+            answers.append(("readyz", other.get("/readyz").status_code))
+            posted = other.post("/v1/events", content=extra, headers=NDJSON)  # redelivered
+            answers.append(("ingest", posted.status_code))
+
+    asker = threading.Thread(target=meanwhile)
+    asker.start()
+    backlogs = []
+    try:
+        for _ in range(THREADS):
+            asyncio.run(daemon.tick())
+            backlogs.append(_backlog(client))
+            if backlogs[-1] == 0:
+                break
+    finally:
+        done.set()
+        asker.join()
+    final = audit(daemon.store, (STRICT,), now)
+    stored = daemon.auditor.state.records([f"t-{n:04d}" for n in range(THREADS)])
+
+    assert {("WAITING", "default"): THREADS + 1} == {k: v for k, v in before.items() if v}
+    assert [351, 251, 151, 51, 0] == backlogs  # t-extra's wait is re-audited too
+    assert {("readyz", 200), ("ingest", 200)} == set(answers)
+    assert 200 == client.get("/readyz").status_code
+    assert {
+        (a.evidence.thread_id, a.evidence.request_id): (a.verdict.state.value, a.verdict.since)
+        for a in final
+        if a.evidence.thread_id != "t-extra"
+    } == {key: (s.state, s.since) for key, s in stored.items()}
+    assert {"ORPHANED"} == {s.state for s in stored.values()}
+    moved = daemon.auditor.transitions - moved_before
+    assert {("WAITING", "ORPHANED"): THREADS} == dict(moved)  # each wait's, once
