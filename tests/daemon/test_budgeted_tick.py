@@ -111,3 +111,35 @@ def test_a_long_reaudit_goes_on_tick_by_tick_and_the_daemon_stays_ready_and_inge
     assert {"ORPHANED"} == {s.state for s in stored.values()}
     moved = daemon.auditor.transitions - moved_before
     assert {("WAITING", "ORPHANED"): THREADS} == dict(moved)  # each wait's, once
+
+
+def test_budgeted_ticks_go_on_round_the_ring_so_new_evidence_never_jumps_the_queue(
+    daemon: Daemon,
+) -> None:
+    """Each budgeted tick takes one batch of 100 (budget 0). New evidence for a thread the
+    first tick took does not put it before the threads still waiting: the next tick goes on
+    after the last one taken, and it is taken again only when the ring comes round."""
+    client = TestClient(daemon.app)
+    now = int(time.time()) * 1000
+    names = [f"t-{n:04d}" for n in range(250)]
+    client.post("/v1/events", content=_waits(now, len(names)), headers=NDJSON)
+    daemon.auditor.tick(now)
+    daemon.auditor.use_policies((STRICT,))
+    taken: list[list[str]] = []
+
+    def tick(at: int) -> None:
+        daemon.auditor.tick(at, budget_s=0)
+        records = daemon.auditor.state.records(names)
+        taken.append(sorted(t for (t, _), s in records.items() if s.evaluated_at == at))
+
+    tick(now + 1)
+    client.post("/v1/events", content=ndjson([heartbeat("t-0000", now)]), headers=NDJSON)
+    tick(now + 2)
+    tick(now + 3)
+    tick(now + 4)
+
+    assert names[:100] == taken[0]
+    assert names[100:200] == taken[1]
+    assert [*names[:1], *names[200:]] == taken[2]  # round the ring: t-0000's new heartbeat
+    assert [] == taken[3]
+    assert 0 == daemon.auditor.backlog
