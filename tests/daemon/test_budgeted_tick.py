@@ -143,3 +143,27 @@ def test_budgeted_ticks_go_on_round_the_ring_so_new_evidence_never_jumps_the_que
     assert [*names[:1], *names[200:]] == taken[2]  # round the ring: t-0000's new heartbeat
     assert [] == taken[3]
     assert 0 == daemon.auditor.backlog
+
+
+def test_a_budgeted_tick_takes_the_longest_overdue_threads_first(daemon: Daemon) -> None:
+    """150 waits whose expiry (their next change) comes in the reverse of their threads'
+    order; after all expired, a tick of one batch (100) takes the 100 that expired first."""
+    client = TestClient(daemon.app)
+    now = int(time.time()) * 1000
+    names = [f"t-{n:04d}" for n in range(150)]
+    lines = []
+    for n, thread in enumerate(names):
+        expires = now + 5 * MIN + (len(names) - n) * 1000  # t-0149 first, t-0000 last
+        lines += requested(thread, "i", "deploy_service", now - MIN, expires)
+        lines += [route(thread, "i", now - MIN), heartbeat(thread, now)]
+    client.post("/v1/events", content=ndjson(lines), headers=NDJSON)
+    daemon.auditor.tick(now)
+    later = now + 20 * MIN
+
+    daemon.auditor.tick(later, budget_s=0)
+    records = daemon.auditor.state.records(names)
+
+    taken = sorted(t for (t, _), s in records.items() if s.evaluated_at == later)
+    assert names[50:] == taken
+    assert 50 == daemon.auditor.backlog
+    assert {"STALE"} == {s.state for (t, _), s in records.items() if t in taken}
