@@ -98,10 +98,10 @@ def role_of_its_own(url: str) -> Iterator[tuple[str, str]]:
     schema, role = str(u.query["application_name"]), f"sw_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_ADMIN, dbname=u.database, autocommit=True) as admin:
         admin.execute(f'CREATE ROLE "{role}" LOGIN')
-        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
-        admin.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
-        admin.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
         try:
+            admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+            admin.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+            admin.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
             yield role, u.set(username=role).render_as_string(hide_password=False)
         finally:
             admin.execute(
