@@ -167,3 +167,49 @@ def test_a_budgeted_tick_takes_the_longest_overdue_threads_first(daemon: Daemon)
     assert names[50:] == taken
     assert 50 == daemon.auditor.backlog
     assert {"STALE"} == {s.state for (t, _), s in records.items() if t in taken}
+
+
+def test_a_reaudit_longer_than_three_intervals_never_fails_readyz_under_the_scheduler(
+    db_url: str,
+) -> None:
+    """The issue's run, scaled down: the daemon's own scheduler ticks every 100 ms (its
+    /readyz window three intervals, 0.3 s) and a policy change re-audits waits that take
+    longer than that (about 0.5 s in one unbounded tick on SQLite, more on PostgreSQL).
+    Every /readyz asked meanwhile is 200 on the replica auditing (an unbounded tick made
+    them 503 once it outlasted three intervals), and the backlog comes down to 0."""
+    config = dataclasses.replace(
+        Config(), db_url=db_url, allowed_hosts=("testserver",), audit_interval_ms=100
+    )
+    daemon = Daemon(config)
+    now = int(time.time()) * 1000
+    try:
+        body = _waits(now, 3000)
+        assert (
+            200
+            == TestClient(daemon.app).post("/v1/events", content=body, headers=NDJSON).status_code
+        )
+        daemon.auditor.tick(now)
+        daemon.auditor.succeeded(time.time())
+        daemon.auditor.use_policies((STRICT,))
+        ready: list[tuple[int, bool]] = []
+        with TestClient(daemon.app) as client:  # the lifespan: the scheduler runs the ticks
+            started = time.monotonic()
+            while True:
+                answer = client.get("/readyz")
+                ready.append((answer.status_code, answer.json()["auditLease"]))
+                snapshot = daemon.auditor.snapshot  # what the gauge serves, with its tick
+                if snapshot.ticks > 1 and snapshot.audit_backlog == 0:
+                    break
+                assert time.monotonic() - started < 120, "the re-audit never finished"
+                time.sleep(0.02)
+            took = time.monotonic() - started
+            backlog = _backlog(client)
+    finally:
+        daemon.engine.dispose()
+
+    assert took > 3 * 0.1, took  # longer than the window: one unbounded tick failed /readyz
+    assert {(200, True)} == set(ready)
+    assert 0 == backlog
+    assert {("ORPHANED", "default"): 3000} == {
+        k: v for k, v in daemon.auditor.open_waits.items() if v
+    }
