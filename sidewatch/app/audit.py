@@ -6,6 +6,7 @@ the problem waits to Alertmanager."""
 
 from __future__ import annotations
 
+import bisect
 import gc
 import hashlib
 import logging
@@ -59,6 +60,9 @@ BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale
 # gone back since (jumped ahead, then set right): its thread is evaluated again, and what it
 # records says it was a correction (docs/interpretations.md, "Clock jumps").
 CLOCK_MARGIN_MS = 60_000
+# A budgeted tick's smallest batch (and its first, while a thread's cost is not known yet):
+# below it, a batch's own statements cost more than its threads.
+MIN_BATCH = 100
 TIDY_AFTER = 10_000  # dirty marks cleared in one tick, after which their table is vacuumed
 
 
@@ -69,6 +73,7 @@ class TickReport:
     transitions: int
     errors: int
     seconds: float
+    backlog: int = 0  # threads due or dirty that a budgeted tick left for the next one
 
 
 class Auditor:
@@ -109,6 +114,9 @@ class Auditor:
         self.skipped = 0
         self.ticks = 0
         self.last_success: float | None = None
+        self.backlog = 0  # threads the last tick left for the next (its budget ran out)
+        self._cost: float | None = None  # seconds per thread of the last batch
+        self._ring_after = ""  # the last dirty thread a tick took: the next goes on after it
         self.ingest = IngestCounters()
         self.reload()
 
@@ -162,21 +170,40 @@ class Auditor:
             accs[policy] = HistogramAcc(buckets)
         return accs[policy]
 
-    def tick(self, now_ms: int) -> TickReport:
+    def tick(self, now_ms: int, budget_s: float | None = None) -> TickReport:
         """One audit pass at `now_ms`; raises StoreError when the store is unavailable. The
-        caller says when it succeeded (`succeeded`): the scheduler, by its clock."""
+        caller says when it succeeded (`succeeded`): the scheduler, by its clock.
+
+        With `budget_s`, the pass stops starting batches once that long has gone (at least
+        one batch runs, so every tick makes progress); each batch commits by itself, and what
+        is left stays dirty or due for the next tick, which takes it up (`backlog`). Work is
+        taken oldest first: due threads by due time, then the dirty ones in thread order from
+        where the last tick stopped, round the ring, so none waits more than one lap."""
         start = time.perf_counter()
         self._clock_back(now_ms)  # before the marks are read: it marks what it corrects
-        dirty = self.state.dirty()
-        marks = dict(dirty)
-        threads = sorted(marks.keys() | set(self.state.due(now_ms)))
+        marks = dict(self.state.dirty())
+        due = self.state.due(now_ms)
+        threads = self._ordered(marks, due)
         waits = transitions = errors = 0
-        for k in range(0, len(threads), BATCH):
-            batch = threads[k : k + BATCH]
+        size = self._batch_size(budget_s)
+        done = 0
+        while done < len(threads):
+            batch = threads[done : done + size]
+            began = time.perf_counter()
             with _collector_paused():
                 w, t, e = self._batch(batch, marks, now_ms)
             waits, transitions, errors = waits + w, transitions + t, errors + e
-        if len(marks) >= TIDY_AFTER:
+            done += len(batch)
+            self._cost = (time.perf_counter() - began) / len(batch)
+            if budget_s is not None:
+                left = budget_s - (time.perf_counter() - start)
+                if left <= 0:
+                    break
+                size = self._batch_size(left)
+        self.backlog = len(threads) - done
+        if done > len(due):  # the ring's cursor: the last dirty thread taken
+            self._ring_after = threads[done - 1]
+        if sum(1 for t in threads[:done] if t in marks) >= TIDY_AFTER:
             self.state.tidy_dirty()
         self._evaluated(now_ms)
         # Lines other replicas ingested: the counters are store-wide, and never go back.
@@ -186,7 +213,23 @@ class Auditor:
         self.errors += errors
         self.ticks += 1
         self.snapshot = self._snapshot()
-        return TickReport(len(threads), waits, transitions, errors, seconds)
+        return TickReport(done, waits, transitions, errors, seconds, self.backlog)
+
+    def _ordered(self, marks: dict[str, int], due: list[str]) -> list[str]:
+        """The tick's work in the order it is taken: the due threads as `due` lists them
+        (the longest overdue first), then the other dirty threads in thread order, starting
+        after the last one a tick took (the ring's cursor) and wrapping round."""
+        taken = set(due)
+        ring = sorted(t for t in marks if t not in taken)
+        cut = bisect.bisect_right(ring, self._ring_after)
+        return [*due, *ring[cut:], *ring[:cut]]
+
+    def _batch_size(self, budget_s: float | None) -> int:
+        """Threads in the next batch: BATCH, or what fits `budget_s` at the last batch's cost
+        per thread (from MIN_BATCH to BATCH)."""
+        if budget_s is None or self._cost is None:
+            return BATCH if budget_s is None else MIN_BATCH
+        return max(MIN_BATCH, min(BATCH, int(budget_s / self._cost)))
 
     def _clock_back(self, now: int) -> None:
         """When a tick evaluated more than CLOCK_MARGIN_MS ahead of `now` (the clock went back
@@ -389,6 +432,7 @@ class Auditor:
             audit_last_success=self.last_success,
             audit_errors=self.errors,
             audit_skipped=self.skipped,
+            audit_backlog=self.backlog,
             ticks=self.ticks,
         )
 

@@ -34,9 +34,10 @@ from sidewatch.daemon.openapi import OPENAPI
 from sidewatch.daemon.origin import SameOrigin
 from sidewatch.daemon.selfwatch import CountAnswers, SelfCounters
 from sidewatch.daemon.ui import ROUTES as UI_ROUTES
+from sidewatch.daemon.writes import StoreWrites, cause
 from sidewatch.errors import InputError, StoreError, StoreRefused, TooLarge
 from sidewatch.report.verdicts import iso
-from sidewatch.store.db import revision
+from sidewatch.store.db import probe_write, revision
 from sidewatch.store.repo import Store
 
 log = logging.getLogger("sidewatch.http")
@@ -58,6 +59,8 @@ class AppState:
     selfwatch: SelfCounters = field(default_factory=SelfCounters)  # answers, report runs
     # What else keeps this replica from being ready (a JetStream consumer cut off, say).
     problems: Callable[[], list[str]] = list
+    # The latest write's outcome (ingest, lease, tick, /readyz's probe): daemon.writes.
+    writes: StoreWrites = field(default_factory=StoreWrites)
 
 
 def now_ms() -> int:
@@ -146,12 +149,14 @@ async def post_events(request: Request) -> Response:
     except InputError as e:
         return _error(400, str(e))
     except StoreError as e:
+        app.writes.refused(time.monotonic(), e.reason)
         log.warning("ingest refused, store unavailable: %s", e.reason)
         # The store's own reason (a full disk, a lock, a refused connection) is said, not
         # hidden; never its statement or a value.
         return _error(
             503, f"store unavailable ({e.reason}); nothing of this body was stored, retry later"
         )
+    app.writes.committed(time.monotonic())
     return _json(
         {
             "accepted": summary.accepted,
@@ -283,23 +288,38 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
+    """Ready when the store answers at the newest schema and takes writes (whatever the
+    audit lease says: a replica that cannot write is no standby either), nothing else keeps
+    the replica back, and the auditor, where this replica audits, is making progress."""
     app: AppState = request.app.state.sidewatch
     problems = []
+    probe = app.writes.probe_due(time.monotonic())
     try:  # bounded: a store that does not answer is not ready, now
-        schema = await asyncio.wait_for(run_in_threadpool(_ping, app.store), READY_WAIT_S)
+        schema = await asyncio.wait_for(
+            run_in_threadpool(_ping, app.store, app.writes, probe), READY_WAIT_S
+        )
     except TimeoutError:
         problems.append(f"store did not answer within {READY_WAIT_S:g}s")
+    except StoreError as e:  # its reason is the store's own, told safely (store.db.failure)
+        problems.append(f"store unreachable: {cause(e.reason)} ({e.reason})")
     except Exception as e:  # any failure to reach the store makes the daemon not ready
         problems.append(f"store unreachable: {type(e).__name__}")
     else:
         if schema is not None:
             problems.append(schema)
+        elif (refused := app.writes.problem()) is not None:
+            problems.append(refused)
     problems.extend(app.problems())
     window = 3 * app.config.audit_interval_ms / 1000
     last = app.auditor.last_success or app.started
     auditing = app.lease_held()
+    # A tick works under a time budget and ends each interval having committed its slice,
+    # however long a re-audit is: one that has not ended for three intervals is stuck.
     if auditing and time.time() - last > window:  # a standby replica ingests and serves reads
-        problems.append(f"auditor has not completed a tick in {window:.0f}s")
+        problems.append(
+            f"auditor has made no progress in {window:.0f}s "
+            f"(no tick completed its slice; {app.auditor.backlog} threads left by the last)"
+        )
     if problems:
         return _json({"status": "not ready", "problems": problems, "auditLease": auditing}, 503)
     return _json({"status": "ready", "auditLease": auditing})
@@ -308,12 +328,20 @@ async def readyz(request: Request) -> Response:
 READY_WAIT_S = 2.0
 
 
-def _ping(store: Store) -> str | None:
-    """None when the store answers with its schema at the newest migration; else what is
-    wrong (a database recreated empty answers, but every write would fail)."""
+def _ping(store: Store, writes: StoreWrites, probe: bool) -> str | None:
+    """None when the store answers with its schema at the newest migration (and, with
+    `probe`, takes a small write, told to `writes`); else what is wrong (a database
+    recreated empty answers, but every write would fail)."""
     current, head = revision(store.engine)
     if current != head:
         return f"store schema at revision {current or '(none)'}, not {head}"
+    if probe:
+        try:
+            probe_write(store.engine, now_ms())
+        except (StoreError, StoreRefused) as e:
+            writes.refused(time.monotonic(), e.reason)
+        else:
+            writes.committed(time.monotonic())
     return None
 
 

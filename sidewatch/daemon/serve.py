@@ -48,6 +48,7 @@ from sidewatch.daemon.listen import bind, check_listen
 from sidewatch.daemon.protocol import head_deadline
 from sidewatch.daemon.reload import key_of, reloaded
 from sidewatch.daemon.selfwatch import SelfCollector
+from sidewatch.daemon.writes import cause
 from sidewatch.errors import LeaseLost, SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
@@ -216,7 +217,7 @@ class Daemon:
         # standby also claims every half interval, so it takes over within 1.75 intervals of
         # the holder's last renewal.
         self.lease = AuditLease(self.engine, ttl_ms=config.audit_interval_ms * 5 // 4)
-        self._claim_failed = False  # the last claim met a store outage
+        self._claim_failed: str | None = None  # the store's reason the last claim failed
         # The lease term whose store-wide state the snapshot holds: loaded from the store when
         # the term began, or made by one of its ticks. Another term's is never served.
         self._snapshot_epoch: int | None = None
@@ -224,7 +225,7 @@ class Daemon:
             if self.lease.claim():
                 log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
         except StoreError as e:
-            self._claim_failed = True
+            self._claim_failed = e.reason
             log.warning("audit lease not claimed yet: %s", e)
         self.auditor = Auditor(
             self.store,
@@ -264,14 +265,15 @@ class Daemon:
             from sidewatch.daemon.jetstream import JetStreamCollector  # noqa: PLC0415
 
             registry.register(JetStreamCollector(self.jetstream))
-            consumer = self.jetstream
-            self.state.problems = lambda: (
-                [] if consumer.healthy else ["JetStream consumer not consuming"]
-            )
+        self.state.problems = self._problems
+        if self._claim_failed is not None:
+            self.state.writes.refused(time.monotonic(), self._claim_failed)
         self.app: Starlette = create_app(self.state, lifespan=self._lifespan)
         paths = sorted({str(getattr(r, "path", "")) for r in self.app.routes})
         registry.register(SelfCollector(self.state.selfwatch, paths, config.audit_interval_ms))
         self._running: set[asyncio.Future[Any]] = set()  # store work in worker threads
+        # How long a tick classifies before it leaves the rest for the next one.
+        self.tick_budget_s = config.audit_interval_ms / 1000 * TICK_BUDGET
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
         self.alerts = (
@@ -286,6 +288,17 @@ class Daemon:
             if config.alertmanager_url
             else None
         )
+
+    def _problems(self) -> list[str]:
+        """What keeps this replica from being ready besides the store's answer: a lease it
+        could not claim because of the store (no healthy standby either: it could not take
+        over), a JetStream consumer cut off."""
+        out = []
+        if self._claim_failed is not None:
+            out.append(f"audit lease neither renewed nor taken: {cause(self._claim_failed)}")
+        if self.jetstream is not None and not self.jetstream.healthy:
+            out.append("JetStream consumer not consuming")
+        return out
 
     def _current_snapshot(self) -> Any:
         """The store-wide snapshot, only for the current, verified lease term and once that
@@ -309,10 +322,13 @@ class Daemon:
         try:
             held = await run_in_threadpool(self.lease.claim)
         except StoreError as e:
-            self._claim_failed = True
+            self._claim_failed = e.reason
+            self.state.writes.refused(time.monotonic(), e.reason)
             log.warning("audit lease not renewed: %s", e)
             return
-        self._claim_failed = False
+        self._claim_failed = None
+        if held:  # renewed or taken: a write the store committed (a standby's claim reads)
+            self.state.writes.committed(time.monotonic())
         if held and self.lease.epoch != epoch:
             log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
             try:
@@ -331,7 +347,7 @@ class Daemon:
         if self._stopping:
             return  # launched by the scheduler as the daemon stopped
         if not self.lease.held:
-            if self._claim_failed:  # not a standby: the store kept the lease from being checked
+            if self._claim_failed is not None:  # not a standby: the store kept the lease unchecked
                 log.warning("audit tick skipped: the audit lease could not be checked")
                 self.auditor.skipped_tick()
             return  # a standby
@@ -344,12 +360,15 @@ class Daemon:
             return
         except StoreError as e:
             log.warning("audit tick skipped: %s", e)
+            self.state.writes.refused(time.monotonic(), e.reason)
             self.auditor.skipped_tick()
             return
         except Exception:
             log.exception("audit tick failed")
             return
         self._snapshot_epoch = epoch
+        if report.threads:  # its batches committed
+            self.state.writes.committed(time.monotonic())
         if report.threads or report.errors:
             log.info(
                 "audit tick",
@@ -358,6 +377,7 @@ class Daemon:
                     "waits": report.waits,
                     "transitions": report.transitions,
                     "errors": report.errors,
+                    "backlog": report.backlog,
                     "seconds": round(report.seconds, 4),
                 },
             )
@@ -400,7 +420,8 @@ class Daemon:
         """A tick, then (when configured) the Alertmanager push of its problem waits: sent by
         the auditor that ran the tick, so never twice."""
         with self._audit_lock:
-            report = self.auditor.tick(now)
+            report = self.auditor.tick(now, self.tick_budget_s)
+            # Its budgeted slice is committed: a success, whatever backlog it left.
             self.auditor.succeeded(time.time())
         if self.alerts is not None:
             push_problems(self.auditor, self.alerts, now)
@@ -531,6 +552,9 @@ class Daemon:
 
 
 PRUNE_BUDGET_S = 2.0  # the longest pruning after one tick
+# A tick's share of audit.interval: a long re-audit goes on over the next ticks, each
+# committing its slice, so ingest, reloads and /readyz never wait for the whole of it.
+TICK_BUDGET = 0.5
 
 
 def _jetstream(config: Config, ingest: Ingest) -> JetStreamIngest | None:

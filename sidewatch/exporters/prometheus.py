@@ -175,6 +175,13 @@ class SnapshotCollector(Collector):
         )
         last.add_metric([], s.audit_last_success or 0.0)
         yield last
+        backlog = GaugeMetricFamily(
+            "sidewatch_audit_backlog_threads",
+            "Threads with new evidence or a due change that the last tick left for the next "
+            "(a tick works under a time budget; a long re-audit shows here, going down).",
+        )
+        backlog.add_metric([], s.audit_backlog)
+        yield backlog
         errors = CounterMetricFamily(
             "sidewatch_audit_errors", "Waits whose classification raised (logged, skipped)."
         )

@@ -70,6 +70,7 @@ class Snapshot:
     audit_last_success: float | None = None
     audit_errors: int = 0
     audit_skipped: int = 0  # ticks skipped because the store was unavailable
+    audit_backlog: int = 0  # threads due or dirty the last (budgeted) tick left for the next
     ticks: int = 0
 
 

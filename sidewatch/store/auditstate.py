@@ -198,10 +198,11 @@ class AuditState:
             log.info("could not vacuum dirty_thread: %s", failure(e))
 
     def due(self, now: int) -> list[str]:
-        """Threads with an open wait whose verdict time alone has changed by `now`."""
+        """Threads with an open wait whose verdict time alone has changed by `now`, the
+        longest overdue first (a budgeted tick takes them in this order)."""
         table = table_of(WaitState)
         # No DISTINCT: it would make SQLite scan every wait instead of the due_at range.
-        query = select(table.c.thread_id).where(table.c.due_at <= now)
+        query = select(table.c.thread_id).where(table.c.due_at <= now).order_by(table.c.due_at)
         with self._conn() as c:
             key_lookups(c)
             return list(dict.fromkeys(str(r[0]) for r in c.execute(query)))

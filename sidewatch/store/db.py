@@ -486,6 +486,22 @@ def revision(engine: Engine) -> tuple[str | None, str | None]:
         raise store_error(f"store {_safe(str(engine.url))} is unavailable", e) from None
 
 
+# The write /readyz makes when nothing else wrote lately (daemon.writes): one meta row,
+# written over, so it never grows.
+_PROBE = (
+    "INSERT INTO meta (key, value) VALUES ('ready.probe', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+
+def probe_write(engine: Engine, now_ms: int) -> None:
+    """Commit one small write, as every writer would: raises StoreError (its reason names
+    why: a full disk, a read-only store, a lost connection) when the store refuses it."""
+    with classified("store refuses writes", "store refuses writes"), engine.begin() as conn:
+        qmark = conn.dialect.paramstyle == "qmark"
+        conn.exec_driver_sql(_PROBE if qmark else _PROBE.replace("?", "%s"), (str(now_ms),))
+
+
 def _safe(url: str) -> str:
     """The URL without its password, for messages (SQLAlchemy's own masking)."""
     try:

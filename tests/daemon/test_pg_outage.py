@@ -136,3 +136,33 @@ def test_ingest_and_audit_survive_postgresql_stopping_and_recover(cluster: Clust
     assert 503 == ready_during.status_code
     assert 6 == len(waits)
     assert "x/" not in " ".join(w["requestId"] for w in waits)
+
+
+def test_readyz_names_the_lost_connection_whatever_the_lease_says_and_recovers(
+    cluster: Cluster,
+) -> None:
+    """The server stops under the lease's holder: its renewal fails, so it holds no lease,
+    and it is not ready (no healthy standby either: it could not take over) until the server
+    is back and it renewed."""
+    daemon = Daemon(replace(Config(), db_url=cluster.url, allowed_hosts=("testserver",)))
+    client = TestClient(daemon.app)
+    try:
+        asyncio.run(daemon.tick())
+        ready_before = client.get("/readyz")
+        cluster.stop()
+        asyncio.run(daemon.claim())
+        asyncio.run(daemon.tick())
+        ready = client.get("/readyz")
+        cluster.start()
+        asyncio.run(daemon.claim())
+        ready_after = client.get("/readyz")
+    finally:
+        daemon.engine.dispose()
+
+    assert {"status": "ready", "auditLease": True} == ready_before.json()
+    assert 503 == ready.status_code
+    assert False is ready.json()["auditLease"]
+    problems = ready.json()["problems"]
+    assert [p for p in problems if p.startswith("store unreachable: connection lost (")], problems
+    assert "audit lease neither renewed nor taken: connection lost" in problems
+    assert {"status": "ready", "auditLease": True} == ready_after.json()

@@ -80,3 +80,20 @@ def test_a_member_missing_from_the_readme_is_caught() -> None:
     documented = readme_values(readme, "sidewatch_protocol_findings_total", "rule")
 
     assert {m.value for m in FindingRule} - documented == {"resume_rejected"}
+
+
+def readme_families(readme: str) -> set[str]:
+    """The `sidewatch_*` names in the first column of the README's metrics table."""
+    section = readme.split("### Metrics", 1)[1].split("\n#", 1)[0]
+    rows = (line.strip("|").split("|")[0] for line in section.splitlines() if line.startswith("|"))
+    return {name for cell in rows for name in re.findall(r"`(sidewatch_\w+)`", cell)}
+
+
+def test_the_readme_metrics_table_names_every_family_the_auditor_exports() -> None:
+    text = scrape_of_nothing()
+
+    exported = {
+        line.split()[2] for line in text.splitlines() if line.startswith("# TYPE sidewatch_")
+    }
+    assert "sidewatch_audit_backlog_threads" in exported
+    assert set() == exported - readme_families(README.read_text())
