@@ -57,6 +57,7 @@ class StoredState(NamedTuple):
     receipt_at: int | None
     evaluated_at: int
     unreported: str = ""  # the never-reported evidence the verdict rests on, e.g. "route"
+    uncertain: bool = False  # the verdict rests on an inference (Verdict.uncertain)
 
 
 class StoredTransition(NamedTuple):
@@ -344,21 +345,66 @@ class AuditState:
             )
             return [(str(r[0]), str(r[1])) for r in rows]
 
-    def recorded_in(
-        self, thread_id: str, states: Collection[str], now: int, until: int | None
-    ) -> list[tuple[str, int]]:
-        """(requestId, since) of the waits of `thread_id` requested by `now` whose last
-        verdict is in `states`, since `until` or earlier (None: any)."""
-        table = table_of(WaitState)
-        query = select(table.c.request_id, table.c.since).where(
-            table.c.thread_id == thread_id,
-            table.c.state.in_(list(states)),
-            table.c.requested_at <= now,
-        )
-        if until is not None:
-            query = query.where(table.c.since <= until)
+    def listed(
+        self,
+        states: Collection[str],
+        limit: int,
+        *,
+        after: ListKey | None = None,
+        backward: bool = False,
+        policy: str | None = None,
+        uncertain: bool | None = None,
+    ) -> list[StoredState]:
+        """Up to `limit` recorded verdicts in `states` (of `policy`, `uncertain`: None for any)
+        in the lists' order, (since, requestId, thread) compared by code point, from just
+        after `after` (None: the first); `backward`: from just before it, nearest first.
+        Each state's part is a range of ix_wait_state_open_since, then merged: what is read
+        is the page, not the waits before it."""
+        chosen = sorted(set(states))
+        if not chosen or limit < 1:
+            return []
         with self._conn() as c:
-            return [(str(r[0]), int(r[1])) for r in c.execute(query)]
+            key_lookups(c)
+            coll = _collate(c)
+            order = ", ".join(
+                f"{col}{coll if col != 'since' else ''}{' DESC' if backward else ''}"
+                for col in ("since", "request_id", "thread_id")
+            )
+            where, params = _list_where(coll, policy, uncertain, after, "<" if backward else ">")
+            part = (
+                f"SELECT * FROM (SELECT {', '.join(STATE_COLS)} FROM wait_state "  # noqa: S608
+                f"WHERE closed = ? AND state = ?{where} ORDER BY {order} LIMIT ?) AS s{{}}"
+            )
+            sql = " UNION ALL ".join(part.format(k) for k in range(len(chosen)))
+            args: list[Any] = [
+                x for st in chosen for x in (st in _CLOSED_STATES, st, *params, limit)
+            ]
+            rows = c.exec_driver_sql(
+                driver_sql(c, f"SELECT * FROM ({sql}) AS u ORDER BY {order} LIMIT ?"),  # noqa: S608
+                (*args, limit),
+            )
+            return [StoredState(*r) for r in rows]
+
+    def counted(
+        self,
+        states: Collection[str],
+        *,
+        policy: str | None = None,
+        uncertain: bool | None = None,
+        before: ListKey | None = None,
+    ) -> dict[str, int]:
+        """How many recorded verdicts each of `states` holds (of `policy`, `uncertain`: None
+        for any; those before `before` in the lists' order only), counted by the store along
+        ix_wait_state_open_since: never from a page."""
+        chosen = sorted(set(states))
+        if not chosen:
+            return {}
+        with self._conn() as c:
+            where, params = _list_where(_collate(c), policy, uncertain, before, "<")
+            part = f"SELECT ?, count(*) FROM wait_state WHERE closed = ? AND state = ?{where}"  # noqa: S608
+            sql = " UNION ALL ".join(part for _ in chosen)
+            args = [x for st in chosen for x in (st, st in _CLOSED_STATES, st, *params)]
+            return {str(st): int(n) for st, n in c.exec_driver_sql(driver_sql(c, sql), tuple(args))}
 
     def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str, str]]:
         """(requestId, state, policy, since, evidence, thresholds, unreported) of every wait
@@ -422,6 +468,37 @@ class AuditState:
             query = query.where(table.c.thread_id == thread_id)
         with self._conn() as c:
             return expand([tuple(r) for r in c.execute(query.order_by(table.c.id))])
+
+
+# A wait's place in the lists: (since, requestId, thread), text compared by code point.
+ListKey = tuple[int, str, str]
+
+
+def _collate(conn: Connection) -> str:
+    """The collation that orders text by code point, as Python compares it (SQLite's own)."""
+    return ' COLLATE "C"' if conn.dialect.name == "postgresql" else ""
+
+
+def _list_where(
+    coll: str, policy: str | None, uncertain: bool | None, key: ListKey | None, op: str
+) -> tuple[str, list[Any]]:
+    """The conditions of a list's query beside its state, and their parameters: `op` ("<"
+    or ">") compares a wait's key with `key`; `since` first, so the index's range is taken."""
+    where, params = "", list[Any]()
+    if policy is not None:
+        where += " AND policy = ?"
+        params.append(policy)
+    if uncertain is not None:
+        where += " AND uncertain = ?"
+        params.append(uncertain)
+    if key is not None:
+        since, rid, thread = key
+        where += (
+            f" AND since {op}= ? AND (since {op} ? OR request_id{coll} {op} ? "
+            f"OR (request_id{coll} = ? AND thread_id{coll} {op} ?))"
+        )
+        params += [since, since, rid, rid, thread]
+    return where, params
 
 
 _WAIT = attrgetter("thread_id", "request_id", "recorded_at")

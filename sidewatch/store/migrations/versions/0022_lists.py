@@ -1,0 +1,55 @@
+"""lists: a wait's recorded `uncertain`, and the list's index in its order
+
+`/ui/waits` and `GET /v1/waits` read the recorded verdicts page by page along an index
+(app.read): `ix_wait_state_open_since` becomes (closed, state, since, request_id, thread_id),
+the list's order within a state, so that a page after a cursor is an index range scan and a
+count per state an index-only one. The `uncertain` filter of `/ui/waits` is a column the
+store can count: `wait_state.uncertain`. A stored verdict predates it, so every thread that
+holds a wait is evaluated whole once more (marked, its checkpoint and kept settled waits
+dropped, as a policy change does): the next tick records `uncertain` of every wait. The
+downgrade gives 0021's column and index back.
+
+Revision ID: 0022
+Revises: 0021
+Create Date: 2026-12-04 09:30:00.000000
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0022"
+down_revision = "0021"
+branch_labels = None
+depends_on = None
+
+_MARK_ALL = (
+    # (`WHERE true`: SQLite reads ON CONFLICT after a bare SELECT as a join's ON.)
+    "INSERT INTO dirty_thread (thread_id, mark) "
+    "SELECT DISTINCT thread_id, 1 FROM wait_state WHERE true "
+    "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
+)
+
+
+def upgrade() -> None:
+    op.add_column(
+        "wait_state",
+        sa.Column("uncertain", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
+    op.drop_index("ix_wait_state_open_since", table_name="wait_state")
+    op.create_index(
+        "ix_wait_state_open_since",
+        "wait_state",
+        ["closed", "state", "since", "request_id", "thread_id"],
+    )
+    op.execute(_MARK_ALL)
+    op.execute("DELETE FROM thread_checkpoint")
+    op.execute("DELETE FROM settled_wait")
+
+
+def downgrade() -> None:
+    op.drop_index("ix_wait_state_open_since", table_name="wait_state")
+    op.create_index("ix_wait_state_open_since", "wait_state", ["closed", "state", "since"])
+    with op.batch_alter_table("wait_state", schema=None) as batch_op:
+        batch_op.drop_column("uncertain")
