@@ -56,7 +56,7 @@ class Read:
         (`total`) and the cursor of the next page (`next`, None on the last). Raises
         BadCursor for a cursor this list did not give."""
         chosen = frozenset(states)
-        page = self.page(Filters(chosen), [chosen], limit, now, cursor)
+        page = self.page(Filters(chosen), [chosen], limit, now, cursor, place=False)
         return {
             "evaluatedAt": iso(now),
             "total": page.total,
@@ -71,14 +71,16 @@ class Read:
         limit: int,
         now: int,
         cursor: str | None = None,
+        place: bool = True,
     ) -> Page:
         """A page of the waits that match `filters` at `now`, `segments` (states listed
         together, each in the lists' order: longest in its state first) one after another,
-        after or before `cursor`, with every state's count and the page's place. Counts
-        come from the store, made true at `now` for the waits that may have changed since
-        they were recorded; what is read is the page and those waits, not the store."""
+        after or before `cursor`, with every state's count and the page's place (`start`;
+        not counted without `place`: 0). Counts come from the store, made true at `now` for
+        the waits that may have changed since they were recorded; what is read is the page,
+        the counts and those waits, not the store."""
         return _page(
-            self.store, self.recorded, self.policy_for, filters, segments, limit, now, cursor
+            self.store, self.recorded, self.policy_for, filters, segments, limit, now, cursor, place
         )
 
     def wait(self, request_id: str, now: int) -> dict[str, Any] | None:
@@ -160,6 +162,7 @@ def _page(
     limit: int,
     now: int,
     cursor: str | None,
+    place: bool,
 ) -> Page:
     segs = [seg & filters.states for seg in segments]
     segs = [seg for seg in segs if seg]
@@ -198,7 +201,7 @@ def _page(
         rows.reverse()
 
     start = total if at is not None and not backward else 0
-    if rows:
+    if rows and place:
         first = rows[0]
         j = next(j for j, seg in enumerate(segs) if first.state in seg)
         seg = segs[j]
@@ -211,8 +214,11 @@ def _page(
             lambda s, p, u, k: s in seg and filters.match(s, p, u) and k < first.key,
         )
         start = sum(matching[s] for jj in range(j) for s in segs[jj]) + sum(within[s] for s in seg)
-    after = more if not backward else start + len(rows) < total
-    before = more if backward else start > 0
+    if place:
+        after = more if not backward else start + len(rows) < total
+        before = more if backward else start > 0
+    else:  # (the page's place not counted: what was walked from says it)
+        after, before = (more, at is not None) if not backward else (True, more)
     return Page(
         waits=_bodies(store, policy_for, rows, now),
         counts=dict(counts),

@@ -364,7 +364,7 @@ class AuditState:
         if not chosen or limit < 1:
             return []
         with self._conn() as c:
-            key_lookups(c)
+            _index_only(c)
             coll = _collate(c)
             order = ", ".join(
                 f"{col}{coll if col != 'since' else ''}{' DESC' if backward else ''}"
@@ -400,6 +400,7 @@ class AuditState:
         if not chosen:
             return {}
         with self._conn() as c:
+            _index_only(c)
             where, params = _list_where(_collate(c), policy, uncertain, before, "<")
             part = f"SELECT ?, count(*) FROM wait_state WHERE closed = ? AND state = ?{where}"  # noqa: S608
             sql = " UNION ALL ".join(part for _ in chosen)
@@ -472,6 +473,15 @@ class AuditState:
 
 # A wait's place in the lists: (since, requestId, thread), text compared by code point.
 ListKey = tuple[int, str, str]
+
+
+def _index_only(conn: Connection) -> None:
+    """On PostgreSQL, read a list's rows along its index in the index's order, even before the
+    planner has statistics (a table grown within the last minute is estimated at a few rows,
+    and a state's waits were then all read and sorted for a page)."""
+    key_lookups(conn)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
 
 
 def _collate(conn: Connection) -> str:

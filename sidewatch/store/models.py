@@ -390,6 +390,7 @@ WaitState = Table(
     Index("ix_wait_state_request_id", "request_id"),
     Index("ix_wait_state_due", "due_at"),
     # The lists' order within a state (app.read): a page after a cursor is a range of it.
+    # On PostgreSQL its text columns are COLLATE "C" (migration 0022): code point order.
     Index("ix_wait_state_open_since", "closed", "state", "since", "request_id", "thread_id"),
 )
 
