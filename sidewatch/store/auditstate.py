@@ -134,11 +134,13 @@ def copy_rows(
 _STAGED = "tmp_wait_state"  # a temporary table of each PostgreSQL session, emptied at commit
 
 
-def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> Counter[tuple[str, str]]:
     """The wait_state upsert on PostgreSQL: the rows copied into a session's staging table,
-    then upserted from it in one statement (a wait twice in the batch: its last row)."""
+    then upserted from it in one statement (a wait twice in the batch: its last row).
+    Returns the running totals' moves of the rows it replaced (each uncounted: `WAITS`)."""
+    out: Counter[tuple[str, str]] = Counter()
     if not rows:
-        return
+        return out
     key = STATE_COLS.index("thread_id"), STATE_COLS.index("request_id")
     rows = list({(r[key[0]], r[key[1]]): r for r in rows}.values())
     if conn.exec_driver_sql(f"SELECT to_regclass('pg_temp.{_STAGED}')").scalar() is None:
@@ -147,10 +149,18 @@ def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
             "ON COMMIT DELETE ROWS"
         )
     copy_rows(conn, _STAGED, STATE_COLS, rows)
+    replaced = conn.exec_driver_sql(
+        f"SELECT w.state, w.uncertain, w.policy, count(*) FROM {_STAGED} s "  # noqa: S608
+        "JOIN wait_state w ON w.thread_id = s.thread_id AND w.request_id = s.request_id "
+        "GROUP BY 1, 2, 3"
+    )
+    for state, unsure, policy, n in replaced:
+        out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
     names = ", ".join(STATE_COLS)
     conn.exec_driver_sql(
         f"INSERT INTO wait_state ({names}) SELECT {names} FROM {_STAGED} {UPSERT_STATE}"  # noqa: S608
     )
+    return out
 
 
 # A mark bumped by an ingest since it was read stays: that thread has newer evidence.
@@ -274,13 +284,16 @@ class AuditState:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
                 rows: list[tuple[Any, ...]] = list(states)  # each one its row
+                moved = _counted(states)  # the totals' moves: the new rows, less the old
                 if conn.dialect.name == "postgresql":
-                    _upsert_copied(conn, rows)
+                    moved.update(_upsert_copied(conn, rows))
                     copy_rows(conn, "transition", TRANSITION_ROW_COLS, compact(transitions))
                 else:
+                    moved.update(_replaced(conn, states))  # before the rows replace them
                     bulk_insert(conn, "wait_state", STATE_COLS, rows, UPSERT_STATE)
                     bulk_insert(conn, "transition", TRANSITION_ROW_COLS, compact(transitions))
                 found = _insert_findings(conn, findings)
+                found.update(moved)
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
                 if checkpoints or dropped:
@@ -394,11 +407,21 @@ class AuditState:
         before: ListKey | None = None,
     ) -> dict[str, int]:
         """How many recorded verdicts each of `states` holds (of `policy`, `uncertain`: None
-        for any; those before `before` in the lists' order only), counted by the store along
-        ix_wait_state_open_since: never from a page."""
+        for any), from the store's running totals (kept as the rows are written: `WAITS`);
+        those before `before` in the lists' order only, counted along
+        ix_wait_state_open_since. Never from a page."""
         chosen = sorted(set(states))
         if not chosen:
             return {}
+        if before is None:  # the store's running totals: a fixed set of rows
+            with self._conn() as c:
+                kept = running_totals(c, WAITS)
+            out = dict.fromkeys(chosen, 0)
+            for (_, key), n in kept.items():
+                st, unsure, pol = split_wait_key(key)
+                if st in out and policy in (None, pol) and uncertain in (None, unsure):
+                    out[st] += n
+            return out
         with self._conn() as c:
             _index_only(c)
             where, params = _list_where(_collate(c), policy, uncertain, before, "<")
@@ -473,6 +496,63 @@ class AuditState:
 
 # A wait's place in the lists: (since, requestId, thread), text compared by code point.
 ListKey = tuple[int, str, str]
+
+
+# The running totals (`running_total`) of the recorded verdicts, by wait_key: every write of
+# wait_state adds its moves in its transaction (AuditState.save; retention's deletes).
+WAITS = "waits"
+
+
+def wait_key(state: str, uncertain: bool, policy: str) -> str:
+    """The key of a recorded verdict's total: `state|0|policy` (1: uncertain)."""
+    return f"{state}|{int(bool(uncertain))}|{policy}"
+
+
+def split_wait_key(key: str) -> tuple[str, bool, str]:
+    state, unsure, policy = key.split("|", 2)
+    return state, unsure == "1", policy
+
+
+# The recorded verdicts of a set of rows, by wait_key's parts (our own SQL).
+WAIT_GROUPS = "SELECT state, uncertain, policy, count(*) FROM wait_state WHERE {} GROUP BY 1, 2, 3"
+
+
+def uncount(conn: Connection, where: str, params: Sequence[Any]) -> Counter[tuple[str, str]]:
+    """The moves of the totals when the rows of wait_state matching `where` are deleted (to
+    add with add_totals in the same transaction, before the delete is committed)."""
+    out: Counter[tuple[str, str]] = Counter()
+    sql = driver_sql(conn, WAIT_GROUPS.format(where))
+    for state, unsure, policy, n in conn.exec_driver_sql(sql, tuple(params)):
+        out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
+    return out
+
+
+def _counted(states: Sequence[StoredState]) -> Counter[tuple[str, str]]:
+    """The totals of `states` (of a wait twice, the last row: the one that stays)."""
+    latest = {(s.thread_id, s.request_id): s for s in states}
+    return Counter((WAITS, wait_key(s.state, s.uncertain, s.policy)) for s in latest.values())
+
+
+def _replaced(conn: Connection, states: Sequence[StoredState]) -> Counter[tuple[str, str]]:
+    """The totals' moves when the rows of `states` replace what is recorded of their waits:
+    each recorded one uncounted, read in the transaction that writes them (exact, whoever
+    else writes). SQLite's path; PostgreSQL's joins its staged rows (_upsert_copied)."""
+    out: Counter[tuple[str, str]] = Counter()
+    keys = list(dict.fromkeys((s.thread_id, s.request_id) for s in states))
+    for k in range(0, len(keys), _KEYS):
+        part = keys[k : k + _KEYS]
+        query = driver_sql(
+            conn,
+            "SELECT w.state, w.uncertain, w.policy, count(*) "  # noqa: S608 - our own
+            f"FROM (VALUES {', '.join('(?, ?)' for _ in part)}) AS k "
+            "JOIN wait_state w ON w.thread_id = k.column1 AND w.request_id = k.column2 "
+            "GROUP BY 1, 2, 3",
+        )
+        for state, unsure, policy, n in conn.exec_driver_sql(
+            query, tuple(x for p in part for x in p)
+        ):
+            out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
+    return out
 
 
 def _index_only(conn: Connection) -> None:

@@ -2,7 +2,8 @@
 a fact or a verdict, gains `wait_state.uncertain` and the lists' index (closed, state, since,
 request_id, thread_id), and marks every thread that holds a wait, its checkpoint and kept
 settled waits dropped: the next tick records `uncertain` of every wait, as an audit at the
-head does. The downgrade gives the 0021 schema back."""
+head does; the lists' running totals are filled from the rows and moved by that tick. The
+downgrade gives the 0021 schema back."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tests.daemon.test_checkpoint_tick import START, THREAD
 from tests.daemon.test_http import MIN, SEC, heartbeat, ndjson, requested, scenario
 from tests.store.test_migration_0013 import _audited, _counts, _to
 from tests.store.test_migration_0017 import _count
+from tests.store.test_wait_totals import counted
+from tests.store.test_wait_totals import kept as totals
 
 NOW = START + 100_000
 
@@ -64,6 +67,7 @@ def test_a_0021_store_upgrades_without_loss_and_records_uncertain_at_the_next_ti
     assert kept == _counts(store.engine)
     assert ["closed", "state", "since", "request_id", "thread_id"] == _index(store.engine)
     assert not any(_uncertain(store.engine).values())  # not known yet: the default
+    assert counted(store) == totals(store)  # the lists' totals, filled from the rows
     assert (0, 0) == (
         _count(store.engine, "thread_checkpoint"),
         _count(store.engine, "settled_wait"),
@@ -73,5 +77,6 @@ def test_a_0021_store_upgrades_without_loss_and_records_uncertain_at_the_next_ti
     assert {THREAD, *(t for t, _ in audited)} == marked
     Auditor(store, policies).tick(NOW)
     assert audited == _uncertain(store.engine)
+    assert counted(store) == totals(store)  # moved by the tick that recorded `uncertain`
     store.engine.dispose()
     engine.dispose()

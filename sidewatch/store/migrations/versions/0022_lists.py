@@ -2,12 +2,14 @@
 
 `/ui/waits` and `GET /v1/waits` read the recorded verdicts page by page along an index
 (app.read): `ix_wait_state_open_since` becomes (closed, state, since, request_id, thread_id),
-the list's order within a state, so that a page after a cursor is an index range scan and a
-count per state an index-only one. The `uncertain` filter of `/ui/waits` is a column the
-store can count: `wait_state.uncertain`. A stored verdict predates it, so every thread that
-holds a wait is evaluated whole once more (marked, its checkpoint and kept settled waits
-dropped, as a policy change does): the next tick records `uncertain` of every wait. The
-downgrade gives 0021's column and index back.
+the list's order within a state (on PostgreSQL its text COLLATE "C"), so that a page after a
+cursor is an index range scan. The lists' counts are running totals (`running_total`, counter
+`waits`, by state, uncertain and policy), filled here from the rows there are; every write of
+wait_state moves them in its transaction. The `uncertain` filter of `/ui/waits` is a column:
+`wait_state.uncertain`. A stored verdict predates it, so every thread that holds a wait is
+evaluated whole once more (marked, its checkpoint and kept settled waits dropped, as a policy
+change does): the next tick records `uncertain` of every wait, and moves the totals with it.
+The downgrade gives 0021's column, index and totals back.
 
 Revision ID: 0022
 Revises: 0021
@@ -32,6 +34,13 @@ _MARK_ALL = (
 )
 
 
+# The recorded verdicts' running totals (auditstate.WAITS, wait_key: `state|0|policy`, none
+# uncertain yet), from the rows there are; every later write of wait_state moves them.
+_TOTALS = (
+    "INSERT INTO running_total (counter, key, shard, value) "
+    "SELECT 'waits', state || '|0|' || policy, 0, count(*) FROM wait_state GROUP BY state, policy"
+)
+
 _PG_INDEX = (
     "CREATE INDEX ix_wait_state_open_since ON wait_state "
     '(closed, state, since, request_id COLLATE "C", thread_id COLLATE "C")'
@@ -55,12 +64,14 @@ def upgrade() -> None:
             "wait_state",
             ["closed", "state", "since", "request_id", "thread_id"],
         )
+    op.execute(_TOTALS)
     op.execute(_MARK_ALL)
     op.execute("DELETE FROM thread_checkpoint")
     op.execute("DELETE FROM settled_wait")
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM running_total WHERE counter = 'waits'")
     op.drop_index("ix_wait_state_open_since", table_name="wait_state")
     op.create_index("ix_wait_state_open_since", "wait_state", ["closed", "state", "since"])
     with op.batch_alter_table("wait_state", schema=None) as batch_op:
