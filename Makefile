@@ -58,6 +58,8 @@ bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured 
 	$(PY) bench/engine_targets.py --runs 10000
 	$(PY) bench/ui.py
 	$(PY) bench/limits.py
+	$(PY) bench/lists.py
+	$(PY) bench/reaudit.py
 
 soak: $(VENV)/.installed-test ## ten minutes of mixed load with faults: counts agree, memory flat
 	$(PY) bench/soak.py

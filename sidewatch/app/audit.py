@@ -657,6 +657,7 @@ def _stored(ev: WaitEvidence, v: Verdict, now: int, next_item: int | None) -> St
         receipt_at=v.facts.receipt_at,
         evaluated_at=now,
         unreported=unreported_label(v.unreported),
+        uncertain=v.uncertain,
     )
 
 

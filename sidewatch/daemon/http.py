@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import Ingest, IngestSummary, media_and_encoding
-from sidewatch.app.read import Read
+from sidewatch.app.read import BadCursor, Read
 from sidewatch.config import Config, Token
 from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, State
 from sidewatch.daemon.limits import BodyLimits
@@ -221,7 +221,11 @@ async def get_waits(request: Request) -> Response:
         }
     )
     try:
-        body = await run_in_threadpool(app.read.waits, states, limit, now_ms())
+        body = await run_in_threadpool(
+            app.read.waits, states, limit, now_ms(), q.get("cursor") or None
+        )
+    except BadCursor as e:
+        return _error(400, str(e))
     except StoreError:
         return _error(503, "store unavailable")
     return _json(body)

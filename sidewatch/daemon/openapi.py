@@ -112,18 +112,34 @@ OPENAPI: dict[str, Any] = {
                         "in": "query",
                         "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
                     },
+                    {
+                        "name": "cursor",
+                        "in": "query",
+                        "description": "the `next` of the page before, as it is (opaque)",
+                        "schema": {"type": "string"},
+                    },
                 ],
                 "responses": {
                     "200": _json(
                         {
                             "type": "object",
-                            "required": ["evaluatedAt", "waits"],
+                            "required": ["evaluatedAt", "total", "next", "waits"],
                             "properties": {
                                 "evaluatedAt": {"type": "string"},
+                                "total": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "description": "how many waits match, on every page",
+                                },
+                                "next": {
+                                    "type": "string",
+                                    "nullable": True,
+                                    "description": "the cursor of the next page; null on the last",
+                                },
                                 "waits": {"type": "array", "items": _WAIT},
                             },
                         },
-                        "the waits, oldest in their state first",
+                        "a page of the waits, longest in their state first",
                     ),
                     **_ERRORS,
                 },

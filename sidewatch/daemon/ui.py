@@ -8,11 +8,10 @@ import hashlib
 import hmac
 import shlex
 import time
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -22,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from sidewatch.app.read import Read
+from sidewatch.app.read import BadCursor, Filters, Read
 from sidewatch.config import Token
-from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, SEVERITY, State
+from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, OWNER, SEVERITY, Owner, State
 from sidewatch.core.text import safe, wait_page_url
 from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.exporters.alertmanager import UNREPORTED_RUNBOOK, runbook_path
@@ -34,7 +33,7 @@ from sidewatch.report.verdicts import iso
 from sidewatch.store.services import Bound
 
 TEXT_LIMIT = 1000  # characters of one value shown, as in the HTML report
-LISTED = 1000  # waits on the list page
+LISTED = 100  # waits a page of the list shows
 COOKIE = "sidewatch_ui"
 # Nothing may load or run (the HTML report's policy), and forms post only here.
 CSP = (
@@ -198,35 +197,58 @@ async def latest_report(request: Request) -> Response:
     return Response(path.read_bytes(), 200, HEADERS, media_type="text/html; charset=utf-8")
 
 
-def list_waits(read: Read, filters: Mapping[str, str], now: int) -> dict[str, Any]:
-    """The list page's data: every wait now, most urgent first, with the counts per state
-    before filtering and the choices each filter offers."""
-    everything = read.waits({s.value for s in State}, LISTED, now)["waits"]
-    waits = sorted(
-        everything,
-        key=lambda w: (RANK[w["state"]], w["evidence"]["requestedAt"] or "", w["requestId"]),
+def list_waits(
+    read: Read,
+    filters: Mapping[str, str],
+    now: int,
+    cursor: str | None = None,
+    policies: Collection[str] = (),
+) -> dict[str, Any]:
+    """The list page's data: a page of the waits that match `filters` at `now`, most urgent
+    state first, each state longest in it first; every state's count (no filter); how many
+    match and where the page is among them; the links to the next and previous pages, and
+    the choices each filter offers (`policies`: the configured ones). Raises BadCursor."""
+    states = {s.value for s in State}
+    if filters.get("state"):
+        states &= {filters["state"]}
+    if filters.get("owner"):
+        states &= {
+            s.value for s, o in OWNER.items() if o is not None and o.value == filters["owner"]
+        }
+    chosen = Filters(
+        frozenset(states),
+        filters.get("policy") or None,
+        {"yes": True, "no": False}.get(filters.get("uncertain", "")),
     )
-    counts = Counter(w["state"] for w in waits)
-    choices = {
-        "state": [s.value for s in ORDER],
-        "policy": sorted({w["policy"] for w in waits}),
-        "owner": sorted({w["owner"] for w in waits if w["owner"]}),
-        "uncertain": ["yes", "no"],
-    }
-    for key, value in filters.items():
-        if key == "uncertain":
-            waits = [w for w in waits if w["uncertain"] == (value == "yes")]
-        elif value:
-            waits = [w for w in waits if w[key] == value]
+    segments = [frozenset({s.value}) for s in ORDER]
+    page = read.page(chosen, segments, LISTED, now, cursor)
+    waits = page.waits
     for w in waits:
         w["severity"] = "ticket" if w["uncertain"] and w["state"] in SEVERITY else None
         w["severity"] = w["severity"] or SEVERITY.get(w["state"], "closed")
+    kept = {k: v for k, v in filters.items() if v}
+    policy = filters.get("policy")
+    choices = {
+        "state": [s.value for s in ORDER],
+        "policy": sorted({*policies, *([policy] if policy else [])}),
+        "owner": sorted(o.value for o in Owner),
+        "uncertain": ["yes", "no"],
+    }
     return {
         "waits": waits,
-        "counts": [(s.value, counts.get(s.value, 0)) for s in ORDER],
-        "open": sum(counts.get(s.value, 0) for s in OPEN_STATES),
+        "counts": [(s.value, page.counts.get(s.value, 0)) for s in ORDER],
+        "open": sum(page.counts.get(s.value, 0) for s in OPEN_STATES),
+        "total": page.total,
+        "first": page.start + 1 if waits else page.start,
+        "last": page.start + len(waits),
+        "next": _link({**kept, "cursor": page.next}) if page.next else None,
+        "previous": _link({**kept, "cursor": page.previous}) if page.previous else None,
         "choices": choices,
     }
+
+
+def _link(query: Mapping[str, str]) -> str:
+    return "/ui/waits?" + urlencode(query)
 
 
 FILTERS = ("state", "policy", "owner", "uncertain")
@@ -240,10 +262,17 @@ async def waits_page(request: Request) -> Response:
     if filters["state"] and filters["state"] not in State.__members__:
         message = f"state must be one of {', '.join(State.__members__)}"
         return page("error.html", 400, title="Bad filter", message=message)
+    if filters["owner"] and filters["owner"] not in {o.value for o in Owner}:
+        message = f"owner must be one of {', '.join(o.value for o in Owner)}"
+        return page("error.html", 400, title="Bad filter", message=message)
     if filters["uncertain"] not in ("", "yes", "no"):
         return page("error.html", 400, title="Bad filter", message="uncertain is yes or no")
+    policies = [p.name for p in app.config.policies]
+    cursor = request.query_params.get("cursor") or None
     try:
-        data = await run_in_threadpool(list_waits, app.read, filters, _now_ms())
+        data = await run_in_threadpool(list_waits, app.read, filters, _now_ms(), cursor, policies)
+    except BadCursor as e:
+        return page("error.html", 400, title="Bad page link", message=str(e))
     except StoreError:
         return page("error.html", 503, title="Store unavailable", message="Try again shortly.")
     return page("waits.html", title="Waits", filters=filters, **data)

@@ -57,6 +57,7 @@ class StoredState(NamedTuple):
     receipt_at: int | None
     evaluated_at: int
     unreported: str = ""  # the never-reported evidence the verdict rests on, e.g. "route"
+    uncertain: bool = False  # the verdict rests on an inference (Verdict.uncertain)
 
 
 class StoredTransition(NamedTuple):
@@ -133,11 +134,13 @@ def copy_rows(
 _STAGED = "tmp_wait_state"  # a temporary table of each PostgreSQL session, emptied at commit
 
 
-def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> Counter[tuple[str, str]]:
     """The wait_state upsert on PostgreSQL: the rows copied into a session's staging table,
-    then upserted from it in one statement (a wait twice in the batch: its last row)."""
+    then upserted from it in one statement (a wait twice in the batch: its last row).
+    Returns the running totals' moves of the rows it replaced (each uncounted: `WAITS`)."""
+    out: Counter[tuple[str, str]] = Counter()
     if not rows:
-        return
+        return out
     key = STATE_COLS.index("thread_id"), STATE_COLS.index("request_id")
     rows = list({(r[key[0]], r[key[1]]): r for r in rows}.values())
     if conn.exec_driver_sql(f"SELECT to_regclass('pg_temp.{_STAGED}')").scalar() is None:
@@ -146,10 +149,18 @@ def _upsert_copied(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
             "ON COMMIT DELETE ROWS"
         )
     copy_rows(conn, _STAGED, STATE_COLS, rows)
+    replaced = conn.exec_driver_sql(
+        f"SELECT w.state, w.uncertain, w.policy, count(*) FROM {_STAGED} s "  # noqa: S608
+        "JOIN wait_state w ON w.thread_id = s.thread_id AND w.request_id = s.request_id "
+        "GROUP BY 1, 2, 3"
+    )
+    for state, unsure, policy, n in replaced:
+        out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
     names = ", ".join(STATE_COLS)
     conn.exec_driver_sql(
         f"INSERT INTO wait_state ({names}) SELECT {names} FROM {_STAGED} {UPSERT_STATE}"  # noqa: S608
     )
+    return out
 
 
 # A `meta` row set whether or not it is there yet (two writers may both find none).
@@ -312,13 +323,16 @@ class AuditState:
                     fence(conn)
                 # Straight to the driver: a full audit writes a row per wait.
                 rows: list[tuple[Any, ...]] = list(states)  # each one its row
+                moved = _counted(states)  # the totals' moves: the new rows, less the old
                 if conn.dialect.name == "postgresql":
-                    _upsert_copied(conn, rows)
+                    moved.update(_upsert_copied(conn, rows))
                     copy_rows(conn, "transition", TRANSITION_ROW_COLS, compact(transitions))
                 else:
+                    moved.update(_replaced(conn, states))  # before the rows replace them
                     bulk_insert(conn, "wait_state", STATE_COLS, rows, UPSERT_STATE)
                     bulk_insert(conn, "transition", TRANSITION_ROW_COLS, compact(transitions))
                 found = _insert_findings(conn, findings)
+                found.update(moved)
                 if cleared:
                     conn.exec_driver_sql(driver_sql(conn, _CLEAR_DIRTY), list(cleared))
                 if checkpoints or dropped:
@@ -380,21 +394,77 @@ class AuditState:
             )
             return [(str(r[0]), str(r[1])) for r in rows]
 
-    def recorded_in(
-        self, thread_id: str, states: Collection[str], now: int, until: int | None
-    ) -> list[tuple[str, int]]:
-        """(requestId, since) of the waits of `thread_id` requested by `now` whose last
-        verdict is in `states`, since `until` or earlier (None: any)."""
-        table = table_of(WaitState)
-        query = select(table.c.request_id, table.c.since).where(
-            table.c.thread_id == thread_id,
-            table.c.state.in_(list(states)),
-            table.c.requested_at <= now,
-        )
-        if until is not None:
-            query = query.where(table.c.since <= until)
+    def listed(
+        self,
+        states: Collection[str],
+        limit: int,
+        *,
+        after: ListKey | None = None,
+        backward: bool = False,
+        policy: str | None = None,
+        uncertain: bool | None = None,
+    ) -> list[StoredState]:
+        """Up to `limit` recorded verdicts in `states` (of `policy`, `uncertain`: None for any)
+        in the lists' order, (since, requestId, thread) compared by code point, from just
+        after `after` (None: the first); `backward`: from just before it, nearest first.
+        Each state's part is a range of ix_wait_state_open_since, then merged: what is read
+        is the page, not the waits before it."""
+        chosen = sorted(set(states))
+        if not chosen or limit < 1:
+            return []
         with self._conn() as c:
-            return [(str(r[0]), int(r[1])) for r in c.execute(query)]
+            _index_only(c)
+            coll = _collate(c)
+            order = ", ".join(
+                f"{col}{coll if col != 'since' else ''}{' DESC' if backward else ''}"
+                for col in ("since", "request_id", "thread_id")
+            )
+            where, params = _list_where(coll, policy, uncertain, after, "<" if backward else ">")
+            part = (
+                f"SELECT * FROM (SELECT {', '.join(STATE_COLS)} FROM wait_state "  # noqa: S608
+                f"WHERE closed = ? AND state = ?{where} ORDER BY {order} LIMIT ?) AS s{{}}"
+            )
+            sql = " UNION ALL ".join(part.format(k) for k in range(len(chosen)))
+            args: list[Any] = [
+                x for st in chosen for x in (st in _CLOSED_STATES, st, *params, limit)
+            ]
+            rows = c.exec_driver_sql(
+                driver_sql(c, f"SELECT * FROM ({sql}) AS u ORDER BY {order} LIMIT ?"),  # noqa: S608
+                (*args, limit),
+            )
+            return [StoredState(*r) for r in rows]
+
+    def counted(
+        self,
+        states: Collection[str],
+        *,
+        policy: str | None = None,
+        uncertain: bool | None = None,
+        before: ListKey | None = None,
+    ) -> dict[str, int]:
+        """How many recorded verdicts each of `states` holds (of `policy`, `uncertain`: None
+        for any), from the store's running totals (kept as the rows are written: `WAITS`);
+        those before `before` in the lists' order only, counted along
+        ix_wait_state_open_since. Never from a page."""
+        chosen = sorted(set(states))
+        if not chosen:
+            return {}
+        if before is None:  # the store's running totals: a fixed set of rows
+            with self._conn() as c:
+                kept = running_totals(c, WAITS)
+            out = dict.fromkeys(chosen, 0)
+            for (_, key), n in kept.items():
+                st, unsure, pol = split_wait_key(key)
+                if st in out and policy in (None, pol) and uncertain in (None, unsure):
+                    out[st] += n
+            return out
+        with self._conn() as c:
+            _index_only(c)
+            where, params = _list_where(_collate(c), policy, uncertain, before, "<")
+            part = f"SELECT ?, count(*) FROM wait_state WHERE closed = ? AND state = ?{where}"  # noqa: S608
+            sql = " UNION ALL ".join(part for _ in chosen)
+            args = [x for st in chosen for x in (st, st in _CLOSED_STATES, st, *params)]
+            return {str(st): int(n) for st, n in c.exec_driver_sql(driver_sql(c, sql), tuple(args))}
 
     def problems(self, states: Collection[str]) -> list[tuple[str, str, str, int, str, str, str]]:
         """(requestId, state, policy, since, evidence, thresholds, unreported) of every wait
@@ -458,6 +528,103 @@ class AuditState:
             query = query.where(table.c.thread_id == thread_id)
         with self._conn() as c:
             return expand([tuple(r) for r in c.execute(query.order_by(table.c.id))])
+
+
+# A wait's place in the lists: (since, requestId, thread), text compared by code point.
+ListKey = tuple[int, str, str]
+
+
+# The running totals (`running_total`) of the recorded verdicts, by wait_key: every write of
+# wait_state adds its moves in its transaction (AuditState.save; retention's deletes).
+WAITS = "waits"
+
+
+def wait_key(state: str, uncertain: bool, policy: str) -> str:
+    """The key of a recorded verdict's total: `state|0|policy` (1: uncertain)."""
+    return f"{state}|{int(bool(uncertain))}|{policy}"
+
+
+def split_wait_key(key: str) -> tuple[str, bool, str]:
+    state, unsure, policy = key.split("|", 2)
+    return state, unsure == "1", policy
+
+
+# The recorded verdicts of a set of rows, by wait_key's parts (our own SQL).
+WAIT_GROUPS = "SELECT state, uncertain, policy, count(*) FROM wait_state WHERE {} GROUP BY 1, 2, 3"
+
+
+def uncount(conn: Connection, where: str, params: Sequence[Any]) -> Counter[tuple[str, str]]:
+    """The moves of the totals when the rows of wait_state matching `where` are deleted (to
+    add with add_totals in the same transaction, before the delete is committed)."""
+    out: Counter[tuple[str, str]] = Counter()
+    sql = driver_sql(conn, WAIT_GROUPS.format(where))
+    for state, unsure, policy, n in conn.exec_driver_sql(sql, tuple(params)):
+        out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
+    return out
+
+
+def _counted(states: Sequence[StoredState]) -> Counter[tuple[str, str]]:
+    """The totals of `states` (of a wait twice, the last row: the one that stays)."""
+    latest = {(s.thread_id, s.request_id): s for s in states}
+    return Counter((WAITS, wait_key(s.state, s.uncertain, s.policy)) for s in latest.values())
+
+
+def _replaced(conn: Connection, states: Sequence[StoredState]) -> Counter[tuple[str, str]]:
+    """The totals' moves when the rows of `states` replace what is recorded of their waits:
+    each recorded one uncounted, read in the transaction that writes them (exact, whoever
+    else writes). SQLite's path; PostgreSQL's joins its staged rows (_upsert_copied)."""
+    out: Counter[tuple[str, str]] = Counter()
+    keys = list(dict.fromkeys((s.thread_id, s.request_id) for s in states))
+    for k in range(0, len(keys), _KEYS):
+        part = keys[k : k + _KEYS]
+        query = driver_sql(
+            conn,
+            "SELECT w.state, w.uncertain, w.policy, count(*) "  # noqa: S608 - our own
+            f"FROM (VALUES {', '.join('(?, ?)' for _ in part)}) AS k "
+            "JOIN wait_state w ON w.thread_id = k.column1 AND w.request_id = k.column2 "
+            "GROUP BY 1, 2, 3",
+        )
+        for state, unsure, policy, n in conn.exec_driver_sql(
+            query, tuple(x for p in part for x in p)
+        ):
+            out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
+    return out
+
+
+def _index_only(conn: Connection) -> None:
+    """On PostgreSQL, read a list's rows along its index in the index's order, even before the
+    planner has statistics (a table grown within the last minute is estimated at a few rows,
+    and a state's waits were then all read and sorted for a page)."""
+    key_lookups(conn)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+
+
+def _collate(conn: Connection) -> str:
+    """The collation that orders text by code point, as Python compares it (SQLite's own)."""
+    return ' COLLATE "C"' if conn.dialect.name == "postgresql" else ""
+
+
+def _list_where(
+    coll: str, policy: str | None, uncertain: bool | None, key: ListKey | None, op: str
+) -> tuple[str, list[Any]]:
+    """The conditions of a list's query beside its state, and their parameters: `op` ("<"
+    or ">") compares a wait's key with `key`; `since` first, so the index's range is taken."""
+    where, params = "", list[Any]()
+    if policy is not None:
+        where += " AND policy = ?"
+        params.append(policy)
+    if uncertain is not None:
+        where += " AND uncertain = ?"
+        params.append(uncertain)
+    if key is not None:
+        since, rid, thread = key
+        where += (
+            f" AND since {op}= ? AND (since {op} ? OR request_id{coll} {op} ? "
+            f"OR (request_id{coll} = ? AND thread_id{coll} {op} ?))"
+        )
+        params += [since, since, rid, rid, thread]
+    return where, params
 
 
 _WAIT = attrgetter("thread_id", "request_id", "recorded_at")

@@ -386,9 +386,13 @@ WaitState = Table(
     # The never-reported evidence an open verdict rests on ("route", "handle,heartbeat"; ""
     # when it rests on reports): the gauge of unreported waits continues from it.
     _text("unreported", 32, default="", server_default=""),
+    # Whether the verdict rests on an inference (Verdict.uncertain): a filter of /ui/waits.
+    _bool("uncertain", default=False, server_default=false()),
     Index("ix_wait_state_request_id", "request_id"),
     Index("ix_wait_state_due", "due_at"),
-    Index("ix_wait_state_open_since", "closed", "state", "since"),
+    # The lists' order within a state (app.read): a page after a cursor is a range of it.
+    # On PostgreSQL its text columns are COLLATE "C" (migration 0022): code point order.
+    Index("ix_wait_state_open_since", "closed", "state", "since", "request_id", "thread_id"),
 )
 
 # A wait entered `to_state` at `at` (by the evidence); recorded by the auditor at

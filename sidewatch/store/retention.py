@@ -33,10 +33,10 @@ from sqlalchemy import Connection, Engine
 from sidewatch.core.engine import PolicyFor
 from sidewatch.core.model import CLOSED_STATES
 from sidewatch.store import history
-from sidewatch.store.auditstate import count_moves, driver_sql
+from sidewatch.store.auditstate import WAITS, count_moves, driver_sql, uncount
 from sidewatch.store.db import classified
 from sidewatch.store.load import load_threads
-from sidewatch.store.sql import key_lookups
+from sidewatch.store.sql import add_totals, key_lookups
 
 BATCH = 100  # threads, units or evidence rows per transaction
 DAY_MS = 86_400_000
@@ -372,6 +372,7 @@ class Retention:
             self._drop_waits(c, gone, waits, counts)
             tm = ", ".join("?" for _ in gone)
             self._findings(c, f"thread_id IN ({tm})", tuple(gone), counts)
+            counts.update(uncount(c, f"thread_id IN ({tm})", tuple(gone)))  # any left
             for table in (*_THREAD_TABLES, "signal", "thread_checkpoint", "settled_wait"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE thread_id IN ({tm})"),
@@ -397,6 +398,7 @@ class Retention:
             where = f"request_id IN ({rm}) AND thread_id IN ({tm})"
             for (frm, to, policy), n in count_moves(c, where, (*part, *threads)).items():
                 counts[(TRANSITIONS, sep(frm, to, policy))] += n
+            counts.update(uncount(c, where, (*part, *threads)))  # the lists' totals
             for table in ("transition", "wait_state", "settled_wait"):
                 c.exec_driver_sql(
                     driver_sql(c, f"DELETE FROM {table} WHERE {where}"), (*part, *threads)
@@ -734,9 +736,12 @@ def ahead_of(retention_ms: int) -> int:
 
 
 def _add(c: Connection, counts: Counter[tuple[str, str]]) -> None:
-    rows = [(counter, key, n) for (counter, key), n in counts.items() if n]
+    """Add `counts` to the pruned totals; those of WAITS (the recorded verdicts deleted) to
+    the running totals, last (see add_totals)."""
+    rows = [(counter, key, n) for (counter, key), n in counts.items() if n and counter != WAITS]
     if rows:
         c.exec_driver_sql(driver_sql(c, _ADD), rows)
+    add_totals(c, {k: n for k, n in counts.items() if k[0] == WAITS})
 
 
 def _chunks(ids: list[str]) -> list[list[str]]:

@@ -1,4 +1,4 @@
--- revision: 0022
+-- revision: 0023
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -158,7 +158,7 @@ CREATE TABLE "wait_state" (
 	decided_at BIGINT, 
 	receipt_at BIGINT, 
 	evaluated_at BIGINT NOT NULL, 
-	unreported VARCHAR(32) DEFAULT '' NOT NULL, 
+	unreported VARCHAR(32) DEFAULT '' NOT NULL, uncertain BOOLEAN DEFAULT 0 NOT NULL, 
 	PRIMARY KEY (thread_id, request_id)
 );
 CREATE TABLE service_heartbeat (
@@ -286,7 +286,6 @@ CREATE INDEX ix_tool_result_thread_id ON tool_result (thread_id);
 CREATE INDEX ix_transition_wait ON transition (request_id, thread_id);
 CREATE INDEX ix_wait_state_request_id ON wait_state (request_id);
 CREATE INDEX ix_wait_state_due ON wait_state (due_at);
-CREATE INDEX ix_wait_state_open_since ON wait_state (closed, state, since);
 CREATE INDEX ix_service_binding_service ON service_binding (service, instance);
 CREATE INDEX ix_service_binding_thread_id ON service_binding (thread_id);
 CREATE INDEX ix_interrupt_request_id ON interrupt (request_id);
@@ -309,3 +308,4 @@ CREATE INDEX ix_heartbeat_at ON heartbeat (at, id);
 CREATE INDEX ix_subagent_thread_invocation ON subagent (thread_id, subagent_run_id);
 CREATE INDEX ix_heartbeat_thread_run_at ON heartbeat (thread_id, run_id, at);
 CREATE INDEX ix_service_binding_thread_run ON service_binding (thread_id, run_id);
+CREATE INDEX ix_wait_state_open_since ON wait_state (closed, state, since, request_id, thread_id);
