@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gzip
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sidewatch.config import Config, Token, load_config
 from sidewatch.daemon.serve import Daemon
 from tests.daemon.test_http import (
+    FORMATS,
     MIN,
     NDJSON,
     SEC,
@@ -30,7 +29,6 @@ from tests.daemon.test_http import (
     ndjson,
     requested,
     route,
-    sse,
 )
 
 # The tap (AG-UI, and the routes and heartbeats it reports), a notifier, an approval UI.
@@ -208,24 +206,7 @@ def test_a_notifier_cannot_close_a_wait_through_an_ag_ui_resume_either(
     assert "UNROUTABLE" == state(unroutable, ROTATION)
 
 
-BODY_FORMATS = [
-    pytest.param(ndjson, NDJSON, id="ndjson"),
-    pytest.param(orjson.dumps, {"content-type": "application/json"}, id="json-array"),
-    pytest.param(sse, {"content-type": "text/event-stream"}, id="sse"),
-    pytest.param(
-        lambda lines: gzip.compress(ndjson(lines)),
-        {**NDJSON, "content-encoding": "gzip"},
-        id="gzip-ndjson",
-    ),
-    pytest.param(
-        lambda lines: gzip.compress(sse(lines)),
-        {"content-type": "text/event-stream", "content-encoding": "gzip"},
-        id="gzip-sse",
-    ),
-]
-
-
-@pytest.mark.parametrize(("encode", "headers"), BODY_FORMATS)
+@pytest.mark.parametrize(("encode", "headers"), FORMATS)  # test_http's five
 def test_a_mixed_body_stores_its_allowed_lines_in_every_format(
     daemon: Daemon,
     client: TestClient,
