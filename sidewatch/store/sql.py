@@ -4,11 +4,21 @@ style, the one INSERT builder, the bulk insert, and the index hint of key lookup
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
+
+T = TypeVar("T")
+CHUNK = 500  # ids per IN (...) list: under every driver's limit of parameters a statement
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    """`items` in slices of at most `size`, in order: the IN (...) lists of a batch read or
+    delete, one statement a slice."""
+    for k in range(0, len(items), size):
+        yield items[k : k + size]
 
 # A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
 MARK_DIRTY = (
