@@ -160,9 +160,7 @@ class Client:
             msg = next(m for m in self.history if m["id"] == ev["messageId"])
             msg["content"] += ev["delta"]
         elif kind == "TOOL_CALL_START":
-            parent = next(
-                (m for m in self.history if m["id"] == ev.get("parentMessageId")), None
-            )
+            parent = next((m for m in self.history if m["id"] == ev.get("parentMessageId")), None)
             if parent is None:
                 parent = {"id": ev["toolCallId"], "role": "assistant", "content": ""}
                 self.history.append(parent)

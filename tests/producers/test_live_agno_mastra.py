@@ -253,6 +253,9 @@ AGNO_RIGHT = {
     "agno-two-approvals": [("RESUMED", "accept", False), ("CLOSED_BY_DECLINE", "decline", False)],
     # a new message moved past the pause: closed provisionally, as the spec says
     "agno-new-message-no-resume": [("CANCELLED", None, True)],
+    # the answered call ran, the unanswered one agno rejected unseen: dropped, as far as the
+    # stream shows (and agno will not take an answer for it later: the run is no longer paused)
+    "agno-two-approvals-one-answered": [("RESUMED", "accept", False), ("CANCELLED", None, True)],
     # agno refused the answer with RUN_ERROR: the call is still paused
     "agno-wrong-id": [("WAITING", None, False)],
 }
