@@ -37,6 +37,7 @@ demo: $(VENV)/.installed ## print the reference six-request audit
 	$(BIN)/sidewatch demo
 
 test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(PGBOUNCER) $(CHROMIUM) producer-venvs \
+	$(TOOLS)/node-mastra/.installed \
 	lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
@@ -94,6 +95,17 @@ $(TOOLS)/venv-%/.installed: tests/producers/requirements-%.txt
 	$(PYTHON) -m venv $(TOOLS)/venv-$*
 	$(TOOLS)/venv-$*/bin/python -m pip install -q --upgrade pip
 	$(TOOLS)/venv-$*/bin/python -m pip install -q -r $<
+	sha256sum $< | cut -d' ' -f1 > $@
+
+# @ag-ui/mastra on @mastra/core (TypeScript), for tests/producers/mastra/capture.mjs, run by the
+# machine's Node.js: npm ci of the checked-in lock file in .tools/node-mastra, cached like the
+# producer venvs (rebuilt only when the lock file changes; its hash is in the stamp).
+MASTRA := tests/producers/mastra
+$(TOOLS)/node-mastra/.installed: $(MASTRA)/package-lock.json $(MASTRA)/package.json $(MASTRA)/.npmrc
+	rm -rf $(TOOLS)/node-mastra
+	mkdir -p $(TOOLS)/node-mastra
+	cp $(MASTRA)/package.json $(MASTRA)/package-lock.json $(MASTRA)/.npmrc $(TOOLS)/node-mastra/
+	cd $(TOOLS)/node-mastra && npm ci --no-audit --no-fund --loglevel=error
 	sha256sum $< | cut -d' ' -f1 > $@
 
 # promtool (and a real Prometheus) from Debian's package, unpacked without starting a service.
