@@ -21,8 +21,8 @@ from sqlalchemy import Connection
 from sidewatch.core.engine import Evaluated, PolicyFor, ThreadVerdicts, evaluate
 from sidewatch.core.facts import ThreadFacts
 from sidewatch.core.model import CLOSED_STATES
-from sidewatch.store.auditstate import driver_sql
 from sidewatch.store.load import load_threads
+from sidewatch.store.sql import driver_sql
 
 # The tables whose rows a run owns (by thread and run id).
 RUN_TABLES = (

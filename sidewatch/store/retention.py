@@ -33,10 +33,11 @@ from sqlalchemy import Connection, Engine
 from sidewatch.core.engine import PolicyFor
 from sidewatch.core.model import CLOSED_STATES
 from sidewatch.store import history
-from sidewatch.store.auditstate import WAITS, count_moves, driver_sql, uncount
 from sidewatch.store.db import classified
 from sidewatch.store.load import load_threads
-from sidewatch.store.sql import add_totals, key_lookups
+from sidewatch.store.sql import add_totals, driver_sql, key_lookups
+from sidewatch.store.totals import WAITS, uncount
+from sidewatch.store.transitions import count_moves
 
 BATCH = 100  # threads, units or evidence rows per transaction
 DAY_MS = 86_400_000
