@@ -1,5 +1,6 @@
 """The auditor's records in the store: which threads are dirty or due, the latest verdict of
-every wait, transitions, and the totals a restarted daemon continues from."""
+every wait and the batch that saves it with its transitions and findings. Beside it: the
+transitions' rows (store.transitions), the totals (store.totals), the lists (store.waitlists)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ from sidewatch.store.transitions import (
     compact,
     expand,
 )
+from sidewatch.store.waitlists import ListKey, collate, index_only, list_where
 
 
 class StoredState(NamedTuple):
@@ -387,13 +389,13 @@ class AuditState:
         if not chosen or limit < 1:
             return []
         with self._conn() as c:
-            _index_only(c)
-            coll = _collate(c)
+            index_only(c)
+            coll = collate(c)
             order = ", ".join(
                 f"{col}{coll if col != 'since' else ''}{' DESC' if backward else ''}"
                 for col in ("since", "request_id", "thread_id")
             )
-            where, params = _list_where(coll, policy, uncertain, after, "<" if backward else ">")
+            where, params = list_where(coll, policy, uncertain, after, "<" if backward else ">")
             part = (
                 f"SELECT * FROM (SELECT {', '.join(STATE_COLS)} FROM wait_state "  # noqa: S608
                 f"WHERE closed = ? AND state = ?{where} ORDER BY {order} LIMIT ?) AS s{{}}"
@@ -433,8 +435,8 @@ class AuditState:
                     out[st] += n
             return out
         with self._conn() as c:
-            _index_only(c)
-            where, params = _list_where(_collate(c), policy, uncertain, before, "<")
+            index_only(c)
+            where, params = list_where(collate(c), policy, uncertain, before, "<")
             part = f"SELECT ?, count(*) FROM wait_state WHERE closed = ? AND state = ?{where}"  # noqa: S608
             sql = " UNION ALL ".join(part for _ in chosen)
             args = [x for st in chosen for x in (st, st in _CLOSED_STATES, st, *params)]
@@ -504,10 +506,6 @@ class AuditState:
             return expand([tuple(r) for r in c.execute(query.order_by(table.c.id))])
 
 
-# A wait's place in the lists: (since, requestId, thread), text compared by code point.
-ListKey = tuple[int, str, str]
-
-
 def _counted(states: Sequence[StoredState]) -> Counter[tuple[str, str]]:
     """The totals of `states` (of a wait twice, the last row: the one that stays)."""
     latest = {(s.thread_id, s.request_id): s for s in states}
@@ -533,42 +531,6 @@ def _replaced(conn: Connection, states: Sequence[StoredState]) -> Counter[tuple[
         ):
             out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
     return out
-
-
-def _index_only(conn: Connection) -> None:
-    """On PostgreSQL, read a list's rows along its index in the index's order, even before the
-    planner has statistics (a table grown within the last minute is estimated at a few rows,
-    and a state's waits were then all read and sorted for a page)."""
-    key_lookups(conn)
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
-
-
-def _collate(conn: Connection) -> str:
-    """The collation that orders text by code point, as Python compares it (SQLite's own)."""
-    return ' COLLATE "C"' if conn.dialect.name == "postgresql" else ""
-
-
-def _list_where(
-    coll: str, policy: str | None, uncertain: bool | None, key: ListKey | None, op: str
-) -> tuple[str, list[Any]]:
-    """The conditions of a list's query beside its state, and their parameters: `op` ("<"
-    or ">") compares a wait's key with `key`; `since` first, so the index's range is taken."""
-    where, params = "", list[Any]()
-    if policy is not None:
-        where += " AND policy = ?"
-        params.append(policy)
-    if uncertain is not None:
-        where += " AND uncertain = ?"
-        params.append(uncertain)
-    if key is not None:
-        since, rid, thread = key
-        where += (
-            f" AND since {op}= ? AND (since {op} ? OR request_id{coll} {op} ? "
-            f"OR (request_id{coll} = ? AND thread_id{coll} {op} ?))"
-        )
-        params += [since, since, rid, rid, thread]
-    return where, params
 
 
 _RULES = attrgetter("rule")
