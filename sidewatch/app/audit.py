@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from sidewatch.app.prune import Pruned, Retention, ahead_of
 from sidewatch.core.checkpoint import Checkpoint
 from sidewatch.core.engine import Evaluated, evaluate
 from sidewatch.core.facts import FindingFact, ThreadFacts
@@ -52,7 +53,6 @@ from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.checkpoint import Outcome, pack
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Pruned, Retention, ahead_of
 from sidewatch.store.transitions import StoredTransition
 
 log = logging.getLogger("sidewatch.auditor")
