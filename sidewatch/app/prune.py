@@ -186,7 +186,9 @@ class Retention:
         return threads, waits, True
 
     def _whole(self, threads: list[str], cutoff: int, cursor: int | None) -> tuple[int, int]:
-        within = self.policy_for is not None  # a look inside a thread that keeps a wait
+        """Prune `threads` whole where they still can be (store.retention); with the
+        auditor's policies, one that keeps a wait is queued for a look inside it."""
+        within = self.policy_for is not None
         return retention.prune_whole(self.engine, threads, cutoff, cursor, self.buckets, within)
 
     def _retry(self, thread: str, cutoff: int, now: int) -> tuple[int, int]:

@@ -18,7 +18,6 @@ from sidewatch.store.pruning import FINDINGS, IDS, LINES, REJECTS, UNKNOWN, add,
 from sidewatch.store.sql import chunks, driver_sql, key_lookups
 
 # Evidence that may name a thread no interrupt announced (a wait not seen yet).
-
 EVIDENCE_TABLES = (
     "heartbeat",
     "signal",
@@ -31,13 +30,13 @@ EVIDENCE_TABLES = (
     "finding",
     "subagent",
 )
+# A row of such evidence (`t`): its thread announced no wait; a signal's, nor its requestId.
 NO_WAIT = "NOT EXISTS (SELECT 1 FROM interrupt i WHERE i.thread_id = t.thread_id)"
-SIGNALNO_WAIT = (
+SIGNAL_NO_WAIT = (
     f"(t.thread_id IS NULL OR {NO_WAIT}) AND (t.request_id IS NULL OR ("
     "NOT EXISTS (SELECT 1 FROM wait_state w WHERE w.request_id = t.request_id) AND "
     "NOT EXISTS (SELECT 1 FROM interrupt i WHERE i.request_id = t.request_id)))"
 )
-
 RESTART_MS = 86_400_000  # the walk over heartbeats starts from the oldest again once a day
 
 
@@ -118,7 +117,7 @@ class Aged:
     def _unknown(self, table: str, cutoff: int, after: int) -> tuple[int, int, bool]:
         """Prune up to a batch of `table`'s rows older than the cutoff (by id, after `after`)
         that name no wait seen: (pruned, the last id looked at, whether more may follow)."""
-        no_wait = SIGNALNO_WAIT if table == "signal" else NO_WAIT
+        no_wait = SIGNAL_NO_WAIT if table == "signal" else NO_WAIT
         if table == "finding":
             no_wait = f"(t.thread_id IS NULL OR {NO_WAIT})"
         sql = f"SELECT id, at FROM {table} WHERE id > ? ORDER BY id LIMIT {int(self.batch)}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from sidewatch.store.aged import EVIDENCE_TABLES, NO_WAIT, SIGNALNO_WAIT
+from sidewatch.store.aged import EVIDENCE_TABLES, NO_WAIT, SIGNAL_NO_WAIT
 from sidewatch.store.db import classified
 from sidewatch.store.pruning import FINDINGS, LINES, PRUNED_BEFORE, REJECTS, TRANSITIONS, UNKNOWN
 
@@ -161,7 +161,7 @@ def retention_state(engine: Engine) -> RetentionState:
         for table in EVIDENCE_TABLES:
             if table == "finding":
                 continue  # a finding of a thread is the thread's, not evidence of a wait
-            no_wait = SIGNALNO_WAIT if table == "signal" else NO_WAIT
+            no_wait = SIGNAL_NO_WAIT if table == "signal" else NO_WAIT
             n = int(
                 c.exec_driver_sql(f"SELECT count(*) FROM {table} t WHERE {no_wait}").scalar() or 0
             )
