@@ -44,9 +44,11 @@ from sidewatch.core.facts import (
 from sidewatch.core.health import classify
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters
-from sidewatch.store.auditstate import STATE_COLS, TRANSITION_ROW_COLS, bulk_insert, copy_rows
+from sidewatch.store.auditstate import STATE_COLS, copy_rows
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from sidewatch.store.sql import bulk_insert
+from sidewatch.store.transitions import TRANSITION_ROW_COLS
 
 NOW = 1_785_083_400_000
 DIGEST = "sha256:" + "ab" * 32

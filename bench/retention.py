@@ -47,13 +47,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.prune import Retention
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.errors import StoreError
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Retention
 
 PRUNE_BUDGET_S = 2.0  # sidewatch.daemon.serve's: the longest pruning after one tick
 

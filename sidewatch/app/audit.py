@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from sidewatch.app.prune import Pruned, Retention, ahead_of
 from sidewatch.core.checkpoint import Checkpoint
 from sidewatch.core.engine import Evaluated, evaluate
 from sidewatch.core.facts import FindingFact, ThreadFacts
@@ -48,11 +49,11 @@ from sidewatch.exporters.snapshot import (
     Snapshot,
 )
 from sidewatch.report.verdicts import evidence_json, iso, thresholds_of
-from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
+from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.checkpoint import Outcome, pack
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Pruned, Retention, ahead_of
+from sidewatch.store.transitions import StoredTransition
 
 log = logging.getLogger("sidewatch.auditor")
 BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale

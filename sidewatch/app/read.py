@@ -29,8 +29,9 @@ from sidewatch.core.model import (
 )
 from sidewatch.core.policy import Policy
 from sidewatch.report.verdicts import iso, verdict_json
-from sidewatch.store.auditstate import AuditState, ListKey, StoredState
+from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.repo import Store
+from sidewatch.store.waitlists import ListKey
 
 log = logging.getLogger("sidewatch.http")
 

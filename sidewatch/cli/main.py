@@ -554,7 +554,7 @@ def db_stats(config_path: str | None, db: str | None) -> None:
     (and `store.retention` keep it in bounds). Read-only."""
     from sidewatch.store.db import revision
     from sidewatch.store.models import metadata
-    from sidewatch.store.retention import store_stats
+    from sidewatch.store.stats import store_stats
 
     cfg = _config(config_path, db)
     with _store(cfg, read_only=True) as engine:

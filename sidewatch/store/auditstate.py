@@ -1,5 +1,6 @@
 """The auditor's records in the store: which threads are dirty or due, the latest verdict of
-every wait, transitions, and the totals a restarted daemon continues from."""
+every wait and the batch that saves it with its transitions and findings. Beside it: the
+transitions' rows (store.transitions), the totals (store.totals), the lists (store.waitlists)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,10 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-import orjson
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
@@ -24,20 +23,37 @@ from sidewatch.store.db import QUERY_REFUSED, classified, failure, refused, stor
 from sidewatch.store.models import (
     DirtyThread,
     Meta,
-    PrunedTotal,
     TransitionRow,
     WaitState,
     table_of,
 )
-
-# The shared SQL lives in store/sql.py; its names are re-exported here (`as`: explicitly, for
-# mypy) for the modules that import them from auditstate.
-from sidewatch.store.sql import MARK_DIRTY as MARK_DIRTY  # noqa: PLC0414
-from sidewatch.store.sql import add_totals, insert_sql, running_totals
-from sidewatch.store.sql import bulk_insert as bulk_insert  # noqa: PLC0414
-from sidewatch.store.sql import driver_sql as driver_sql  # noqa: PLC0414
-from sidewatch.store.sql import finding_key as finding_key  # noqa: PLC0414
-from sidewatch.store.sql import key_lookups as key_lookups  # noqa: PLC0414
+from sidewatch.store.sql import (
+    MARK_DIRTY,
+    add_totals,
+    bulk_insert,
+    chunks,
+    driver_sql,
+    finding_key,
+    insert_sql,
+    key_lookups,
+    running_totals,
+)
+from sidewatch.store.totals import (
+    WAITS,
+    Totals,
+    finding_totals,
+    ingest_totals,
+    read_totals,
+    split_wait_key,
+    wait_key,
+)
+from sidewatch.store.transitions import (
+    TRANSITION_ROW_COLS,
+    StoredTransition,
+    compact,
+    expand,
+)
+from sidewatch.store.waitlists import ListKey, collate, index_only, list_where
 
 
 class StoredState(NamedTuple):
@@ -60,45 +76,7 @@ class StoredState(NamedTuple):
     uncertain: bool = False  # the verdict rests on an inference (Verdict.uncertain)
 
 
-class StoredTransition(NamedTuple):
-    """One transition with the policy, thresholds and evidence (JSON) of the verdict that
-    recorded it. Stored compactly: the transitions one verdict recorded are one row, the last
-    one's, carrying their thresholds and evidence once and the earlier moves as JSON (see
-    `compact` and `expand`). A named tuple for the reason StoredState is one."""
-
-    request_id: str
-    thread_id: str
-    from_state: str | None
-    to_state: str
-    at: int
-    recorded_at: int
-    policy: str
-    thresholds: str
-    evidence: str
-
-
-@dataclass(frozen=True, slots=True)
-class Totals:
-    """What a restarted daemon's counters and gauges continue from."""
-
-    open_waits: Counter[tuple[str, str]]  # (state, policy) -> open waits
-    unreported: Counter[tuple[str, str, str]]  # (state, policy, unreported) -> open waits
-    closed: Counter[tuple[str, str]]  # (state, policy) -> transitions into a closed state
-    transitions: Counter[tuple[str, str]]  # (from, to) -> transitions
-    decision_latencies: list[tuple[str, float]]  # (policy, seconds)
-    resume_latencies: list[tuple[str, float]]
-    ingested: Counter[str]  # kind -> lines
-    rejected: Counter[str]  # reason -> lines
-    findings: Counter[str]  # rule -> findings
-    # The latency observations of pruned wait records (store.retention): ("decision",
-    # "policy\0bucket index") -> count, ("decision_ms", policy) -> their sum; "resume" alike.
-    pruned_latencies: dict[tuple[str, str], int] = field(default_factory=dict)
-
-
 STATE_COLS = StoredState._fields
-TRANSITION_COLS = StoredTransition._fields
-# A stored transition row: the last transition of a recording, and the ones before it.
-TRANSITION_ROW_COLS = (*TRANSITION_COLS, "earlier")
 # Column names come from our own dataclasses, never from input. A wait is its thread and its
 # requestId: two threads whose waits have the same requestId keep a record each.
 UPSERT_STATE = "ON CONFLICT (thread_id, request_id) DO UPDATE SET " + ", ".join(
@@ -257,8 +235,7 @@ class AuditState:
         out: dict[tuple[str, str], StoredState] = {}
         with self._conn() as conn:
             key_lookups(conn)
-            for k in range(0, len(ids), 500):
-                part = ids[k : k + 500]
+            for part in chunks(ids):
                 query = driver_sql(conn, sql + f"({', '.join('?' for _ in part)})")
                 for r in conn.exec_driver_sql(query, tuple(part)):
                     s = StoredState(*r)
@@ -274,8 +251,7 @@ class AuditState:
         out: dict[tuple[str, str], StoredState] = {}
         with self._conn() as conn:
             key_lookups(conn)
-            for k in range(0, len(wanted), _KEYS):
-                part = wanted[k : k + _KEYS]
+            for part in chunks(wanted, _KEYS):
                 query = driver_sql(
                     conn,
                     f"SELECT {cols} FROM (VALUES {', '.join('(?, ?)' for _ in part)}) AS k "  # noqa: S608
@@ -413,13 +389,13 @@ class AuditState:
         if not chosen or limit < 1:
             return []
         with self._conn() as c:
-            _index_only(c)
-            coll = _collate(c)
+            index_only(c)
+            coll = collate(c)
             order = ", ".join(
                 f"{col}{coll if col != 'since' else ''}{' DESC' if backward else ''}"
                 for col in ("since", "request_id", "thread_id")
             )
-            where, params = _list_where(coll, policy, uncertain, after, "<" if backward else ">")
+            where, params = list_where(coll, policy, uncertain, after, "<" if backward else ">")
             part = (
                 f"SELECT * FROM (SELECT {', '.join(STATE_COLS)} FROM wait_state "  # noqa: S608
                 f"WHERE closed = ? AND state = ?{where} ORDER BY {order} LIMIT ?) AS s{{}}"
@@ -459,8 +435,8 @@ class AuditState:
                     out[st] += n
             return out
         with self._conn() as c:
-            _index_only(c)
-            where, params = _list_where(_collate(c), policy, uncertain, before, "<")
+            index_only(c)
+            where, params = list_where(collate(c), policy, uncertain, before, "<")
             part = f"SELECT ?, count(*) FROM wait_state WHERE closed = ? AND state = ?{where}"  # noqa: S608
             sql = " UNION ALL ".join(part for _ in chosen)
             args = [x for st in chosen for x in (st, st in _CLOSED_STATES, st, *params)]
@@ -503,16 +479,16 @@ class AuditState:
         from verdicts (each (rule, wait) once). Read from the store's totals, kept as the
         rows are inserted (store.sql.add_totals): a tick does not count the finding table."""
         with self._conn() as c:
-            return _finding_totals(c)
+            return finding_totals(c)
 
     def totals(self) -> Totals:
         with self._conn() as c:
-            return _totals(c)
+            return read_totals(c)
 
     def ingest_totals(self) -> tuple[Counter[str], Counter[str]]:
         """Lines ingested by kind and rejected by reason, by every replica, ever."""
         with self._conn() as c:
-            return _ingest_totals(c)
+            return ingest_totals(c)
 
     def transitions_of(
         self, request_id: str, thread_id: str | None = None
@@ -530,39 +506,6 @@ class AuditState:
             return expand([tuple(r) for r in c.execute(query.order_by(table.c.id))])
 
 
-# A wait's place in the lists: (since, requestId, thread), text compared by code point.
-ListKey = tuple[int, str, str]
-
-
-# The running totals (`running_total`) of the recorded verdicts, by wait_key: every write of
-# wait_state adds its moves in its transaction (AuditState.save; retention's deletes).
-WAITS = "waits"
-
-
-def wait_key(state: str, uncertain: bool, policy: str) -> str:
-    """The key of a recorded verdict's total: `state|0|policy` (1: uncertain)."""
-    return f"{state}|{int(bool(uncertain))}|{policy}"
-
-
-def split_wait_key(key: str) -> tuple[str, bool, str]:
-    state, unsure, policy = key.split("|", 2)
-    return state, unsure == "1", policy
-
-
-# The recorded verdicts of a set of rows, by wait_key's parts (our own SQL).
-WAIT_GROUPS = "SELECT state, uncertain, policy, count(*) FROM wait_state WHERE {} GROUP BY 1, 2, 3"
-
-
-def uncount(conn: Connection, where: str, params: Sequence[Any]) -> Counter[tuple[str, str]]:
-    """The moves of the totals when the rows of wait_state matching `where` are deleted (to
-    add with add_totals in the same transaction, before the delete is committed)."""
-    out: Counter[tuple[str, str]] = Counter()
-    sql = driver_sql(conn, WAIT_GROUPS.format(where))
-    for state, unsure, policy, n in conn.exec_driver_sql(sql, tuple(params)):
-        out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
-    return out
-
-
 def _counted(states: Sequence[StoredState]) -> Counter[tuple[str, str]]:
     """The totals of `states` (of a wait twice, the last row: the one that stays)."""
     latest = {(s.thread_id, s.request_id): s for s in states}
@@ -575,8 +518,7 @@ def _replaced(conn: Connection, states: Sequence[StoredState]) -> Counter[tuple[
     else writes). SQLite's path; PostgreSQL's joins its staged rows (_upsert_copied)."""
     out: Counter[tuple[str, str]] = Counter()
     keys = list(dict.fromkeys((s.thread_id, s.request_id) for s in states))
-    for k in range(0, len(keys), _KEYS):
-        part = keys[k : k + _KEYS]
+    for part in chunks(keys, _KEYS):
         query = driver_sql(
             conn,
             "SELECT w.state, w.uncertain, w.policy, count(*) "  # noqa: S608 - our own
@@ -589,209 +531,6 @@ def _replaced(conn: Connection, states: Sequence[StoredState]) -> Counter[tuple[
         ):
             out[(WAITS, wait_key(state, unsure, policy))] -= int(n)
     return out
-
-
-def _index_only(conn: Connection) -> None:
-    """On PostgreSQL, read a list's rows along its index in the index's order, even before the
-    planner has statistics (a table grown within the last minute is estimated at a few rows,
-    and a state's waits were then all read and sorted for a page)."""
-    key_lookups(conn)
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
-
-
-def _collate(conn: Connection) -> str:
-    """The collation that orders text by code point, as Python compares it (SQLite's own)."""
-    return ' COLLATE "C"' if conn.dialect.name == "postgresql" else ""
-
-
-def _list_where(
-    coll: str, policy: str | None, uncertain: bool | None, key: ListKey | None, op: str
-) -> tuple[str, list[Any]]:
-    """The conditions of a list's query beside its state, and their parameters: `op` ("<"
-    or ">") compares a wait's key with `key`; `since` first, so the index's range is taken."""
-    where, params = "", list[Any]()
-    if policy is not None:
-        where += " AND policy = ?"
-        params.append(policy)
-    if uncertain is not None:
-        where += " AND uncertain = ?"
-        params.append(uncertain)
-    if key is not None:
-        since, rid, thread = key
-        where += (
-            f" AND since {op}= ? AND (since {op} ? OR request_id{coll} {op} ? "
-            f"OR (request_id{coll} = ? AND thread_id{coll} {op} ?))"
-        )
-        params += [since, since, rid, rid, thread]
-    return where, params
-
-
-_WAIT = attrgetter("thread_id", "request_id", "recorded_at")
-_SHARED = attrgetter("thresholds", "evidence")
-_THRESHOLDS, _EVIDENCE = TRANSITION_COLS.index("thresholds"), TRANSITION_COLS.index("evidence")
-_EARLIER = TRANSITION_ROW_COLS.index("earlier")
-
-
-def compact(transitions: Sequence[StoredTransition]) -> list[tuple[Any, ...]]:
-    """The rows of `transitions` in order (TRANSITION_ROW_COLS): the transitions of one wait
-    and recording with the same thresholds and evidence are one row, the last one's, whose
-    `earlier` holds the moves before it as JSON `[[from, to, at], ...]` (None: no move
-    before it). A row a recording, not a row a transition: the rows are most of what a full
-    audit writes (bench/store_shape.py)."""
-    rows: list[tuple[Any, ...]] = []
-    before: list[tuple[str | None, str, int]] = []
-    last = len(transitions) - 1
-    for k, t in enumerate(transitions):
-        if k < last:
-            n = transitions[k + 1]
-            if _WAIT(n) == _WAIT(t) and _SHARED(n) == _SHARED(t):
-                before.append((t.from_state, t.to_state, t.at))
-                continue
-        earlier = orjson.dumps(before).decode() if before else None
-        rows.append((*t, earlier))
-        before = []
-    return rows
-
-
-def moves(earlier: str | None) -> list[tuple[str | None, str, int]]:
-    """The (from, to, at) of the transitions a row's `earlier` holds, in order."""
-    if earlier is None:
-        return []
-    return [(m[0], m[1], int(m[2])) for m in orjson.loads(earlier)]
-
-
-def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
-    """Stored transition rows (TRANSITION_ROW_COLS) of one or more waits, in id order, as
-    their transitions: each row's earlier moves, then its own, all with its thresholds and
-    evidence (see `compact`). A row without them (written before migration 0020 and left by
-    it) takes those of the next row of its wait and recording."""
-    out: list[StoredTransition] = []
-    shared: dict[tuple[Any, ...], tuple[str, str]] = {}  # (thread, request, recorded_at)
-    for r in reversed(rows):
-        wait = (r[1], r[0], r[5])
-        if r[_EVIDENCE] is not None:
-            shared[wait] = (r[_THRESHOLDS], r[_EVIDENCE])
-        thresholds, evidence = shared.get(wait, ("{}", "{}"))
-        out.append(StoredTransition(r[0], r[1], r[2], r[3], r[4], r[5], r[6], thresholds, evidence))
-        for frm, to, at in reversed(moves(r[_EARLIER])):
-            out.append(StoredTransition(r[0], r[1], frm, to, at, r[5], r[6], thresholds, evidence))
-    out.reverse()
-    return out
-
-
-def count_moves(
-    conn: Connection, where: str = "", params: Sequence[Any] = ()
-) -> Counter[tuple[str | None, str, str]]:
-    """(from, to, policy) -> transitions of the rows of `transition` matching `where` (SQL
-    on its columns, our own; "" for all): each row's own and its earlier ones."""
-    counts: Counter[tuple[str | None, str, str]] = Counter()
-    cond = f"WHERE {where}" if where else ""
-    more = f"WHERE {where} AND earlier IS NOT NULL" if where else "WHERE earlier IS NOT NULL"
-    # The earlier ones unpacked by the database: a restart counts every stored transition.
-    if conn.dialect.name == "postgresql":
-        unpacked = (
-            "SELECT m->>0, m->>1, policy, count(*) FROM transition, "  # noqa: S608 (ours)
-            f"json_array_elements(earlier::json) AS m {more} GROUP BY 1, 2, 3"
-        )
-    else:
-        unpacked = (
-            "SELECT json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), policy, "  # noqa: S608
-            f"count(*) FROM transition, json_each(transition.earlier) AS m {more} "
-            "GROUP BY 1, 2, 3"
-        )
-    own = (
-        f"SELECT from_state, to_state, policy, count(*) FROM transition {cond} "  # noqa: S608
-        "GROUP BY from_state, to_state, policy"
-    )
-    for sql in (own, unpacked):
-        for frm, to, policy, n in conn.exec_driver_sql(driver_sql(conn, sql), tuple(params)):
-            counts[(frm, to, policy)] += int(n)
-    return counts
-
-
-def _totals(conn: Connection) -> Totals:
-    ws = table_of(WaitState)
-    open_waits: Counter[tuple[str, str]] = Counter()
-    unreported: Counter[tuple[str, str, str]] = Counter()
-    for state, policy, missing, n in conn.execute(
-        select(ws.c.state, ws.c.policy, ws.c.unreported, func.count())
-        .where(ws.c.closed.is_(False))
-        .group_by(ws.c.state, ws.c.policy, ws.c.unreported)
-    ):
-        open_waits[(state, policy)] += n
-        if missing:
-            unreported[(state, policy, missing)] = n
-    closed: Counter[tuple[str, str]] = Counter()
-    transitions: Counter[tuple[str, str]] = Counter()
-    for (frm, to, policy), n in count_moves(conn).items():
-        transitions[(frm or "none", to)] += n
-        if to in CLOSED_STATES:
-            closed[(to, policy)] += n
-    pruned = pruned_totals(conn)
-    for (counter, key), n in pruned.items():
-        if counter == "transitions":
-            frm, to, policy = key.split("\x1f")
-            transitions[(frm or "none", to)] += n
-            if to in CLOSED_STATES:
-                closed[(to, policy)] += n
-    decisions = [
-        (p, (d - r) / 1000)
-        for p, r, d in conn.execute(
-            select(ws.c.policy, ws.c.requested_at, ws.c.decided_at).where(
-                ws.c.decided_at.is_not(None)
-            )
-        )
-    ]
-    resumes = [
-        (p, (rc - d) / 1000)
-        for p, d, rc in conn.execute(
-            select(ws.c.policy, ws.c.decided_at, ws.c.receipt_at).where(
-                ws.c.decided_at.is_not(None), ws.c.receipt_at.is_not(None)
-            )
-        )
-    ]
-    ingested, rejected = _ingest_totals(conn)
-    findings = Counter(_finding_totals(conn))
-    return Totals(
-        open_waits,
-        unreported,
-        closed,
-        transitions,
-        decisions,
-        resumes,
-        ingested,
-        rejected,
-        findings,
-        {
-            k: n
-            for k, n in pruned.items()
-            if k[0] in ("decision", "decision_ms", "resume", "resume_ms")
-        },
-    )
-
-
-def pruned_totals(c: Connection, *counters: str) -> dict[tuple[str, str], int]:
-    """The counts of pruned rows (store.retention), by (counter, key): of `counters` only."""
-    pt = table_of(PrunedTotal)
-    query = select(pt.c.counter, pt.c.key, pt.c.value)
-    if counters:
-        query = query.where(pt.c.counter.in_(counters))
-    return {(str(k), str(key)): int(v) for k, key, v in c.execute(query)}
-
-
-def _ingest_totals(conn: Connection) -> tuple[Counter[str], Counter[str]]:
-    """Lines by kind and rejects by reason, ever (pruned ones too), from the store's totals:
-    a fixed set of rows, not the line_count and reject rows of every unit."""
-    ingested: Counter[str] = Counter()
-    rejected: Counter[str] = Counter()
-    for (counter, key), n in running_totals(conn, "lines", "rejects").items():
-        (ingested if counter == "lines" else rejected)[key] += n
-    return ingested, rejected
-
-
-def _finding_totals(conn: Connection) -> dict[str, int]:
-    return {rule: n for (_, rule), n in running_totals(conn, "findings").items()}
 
 
 _RULES = attrgetter("rule")

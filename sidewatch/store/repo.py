@@ -67,7 +67,7 @@ from sidewatch.store.sql import (
 if TYPE_CHECKING:  # the auditor's modules: a unit's writer (`sidewatch ingest`) needs none
     from sidewatch.core.engine import PolicyFor
     from sidewatch.store.checkpoint import Outcome
-    from sidewatch.store.retention import RetentionState
+    from sidewatch.store.stats import RetentionState
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
 
@@ -440,13 +440,13 @@ class Store:
 
     def retention(self) -> RetentionState:
         """What was pruned to store.retention, and the evidence for unknown waits kept."""
-        from sidewatch.store.retention import retention_state  # noqa: PLC0415 (auditor's)
+        from sidewatch.store.stats import retention_state  # noqa: PLC0415 (auditor's)
 
         return retention_state(self.engine)
 
     def pruned_before(self) -> int | None:
         """The latest cutoff pruned to (ms), None when nothing was pruned yet."""
-        from sidewatch.store.retention import pruned_before  # noqa: PLC0415 (auditor's)
+        from sidewatch.store.pruning import pruned_before  # noqa: PLC0415 (auditor's)
 
         return pruned_before(self.engine)
 

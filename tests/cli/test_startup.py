@@ -115,6 +115,7 @@ NOT_FOR_AN_INGEST = (
     "sidewatch.store.checkpoint",
     "sidewatch.store.auditstate",
     "sidewatch.store.retention",
+    "sidewatch.app.prune",
 )
 
 

@@ -20,9 +20,9 @@ from sidewatch.core.model import Thresholds
 from sidewatch.core.policy import DEFAULT_POLICY, Policy
 from sidewatch.errors import StoreError
 from sidewatch.exporters.snapshot import Snapshot
-from sidewatch.store.auditstate import StoredTransition
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from sidewatch.store.transitions import StoredTransition
 from tests.storefaults import impatient, refusing_thread, writes_blocked
 
 SEED = Path("/work/shared/fixtures/seed-audit.ndjson")

@@ -10,7 +10,7 @@ import pytest
 
 from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
-from tests.store.test_retention import NOW, WEEK, history, table_rows
+from tests.app.test_prune import NOW, WEEK, history, table_rows
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 
 from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
-from sidewatch.store.auditstate import TRANSITION_ROW_COLS, expand
+from sidewatch.store.transitions import TRANSITION_ROW_COLS, expand
 from tests.conftest import STORES, PgSchemas
 from tests.daemon.test_e2e import (
     SHARED,

@@ -12,10 +12,10 @@ from sqlalchemy import Engine
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.store.auditstate import count_moves
 from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
+from sidewatch.store.transitions import count_moves
 from tests.daemon.test_auditor import SEED, SEED_AT
 
 TTL_MS = 200

@@ -11,8 +11,9 @@ import pytest
 from alembic import command
 from sqlalchemy import Connection, Engine, create_engine, text
 
-from sidewatch.store.auditstate import AuditState, StoredState, StoredTransition
+from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.db import _alembic_config, open_store
+from sidewatch.store.transitions import StoredTransition
 
 AT = 1_785_083_400_000
 MIN = 60_000

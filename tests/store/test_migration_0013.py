@@ -14,9 +14,9 @@ from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.store import checkpoint as stored
-from sidewatch.store.auditstate import count_moves
 from sidewatch.store.db import _alembic_config, open_store
 from sidewatch.store.repo import Store
+from sidewatch.store.transitions import count_moves
 from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD, _run
 
 TABLES = ("interrupt", "run_fact", "answer", "wait_state", "transition", "unit", "finding")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from alembic import command
 from sqlalchemy import Engine, create_engine, inspect, text
 
+from sidewatch.app.prune import Retention
 from sidewatch.store.db import _alembic_config, open_store
-from sidewatch.store.retention import Retention
 
 DAY = 86_400_000
 T0 = 1_785_081_600_000

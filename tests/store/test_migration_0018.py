@@ -8,11 +8,11 @@ from __future__ import annotations
 from sqlalchemy import create_engine, inspect
 
 from sidewatch.app.audit import Auditor
+from sidewatch.app.prune import Retention
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Retention
+from tests.app.test_prune import MIN, NOW, POLICIES, T0, WEEK, history, ingest
 from tests.store.test_migration_0013 import _counts, _to
-from tests.store.test_retention import MIN, NOW, POLICIES, T0, WEEK, history, ingest
 from tests.store.test_running_totals import counted, crewai, findings_of, told, unknown_answer
 
 

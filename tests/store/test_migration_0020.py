@@ -12,8 +12,9 @@ from typing import Any
 from alembic import command
 from sqlalchemy import Engine, create_engine, text
 
-from sidewatch.store.auditstate import AuditState, StoredTransition
+from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import _alembic_config, open_store
+from sidewatch.store.transitions import StoredTransition
 
 AT = 1_785_083_400_000
 MIN = 60_000

@@ -19,12 +19,12 @@ from sqlalchemy import Engine, event, text
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import Ingest, ingest_unit, ref_protector
+from sidewatch.app.prune import Retention
 from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Retention
+from tests.app.test_prune import MIN, NOW, POLICIES, T0, WEEK, history, ingest
 from tests.daemon.test_auditor import counters
-from tests.store.test_retention import MIN, NOW, POLICIES, T0, WEEK, history, ingest
 
 CREWAI = (
     Path(__file__).resolve().parents[1] / "fixtures" / "producers" / "crewai-cancel-default.ndjson"

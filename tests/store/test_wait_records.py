@@ -12,15 +12,10 @@ from sqlalchemy import text
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.store.auditstate import (
-    AuditState,
-    StoredState,
-    StoredTransition,
-    compact,
-    expand,
-)
+from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
+from sidewatch.store.transitions import StoredTransition, compact, expand
 from tests.store.test_identity import QUIET
 
 NOW = 1_785_083_400_000

@@ -13,12 +13,13 @@ from dataclasses import replace
 from sqlalchemy import text
 
 from sidewatch.app.audit import Auditor
+from sidewatch.app.prune import Retention
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
-from sidewatch.store.auditstate import WAITS, AuditState, StoredState, wait_key
+from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Retention
 from sidewatch.store.sql import running_totals
-from tests.store.test_retention import (
+from sidewatch.store.totals import WAITS, wait_key
+from tests.app.test_prune import (
     NOW,
     POLICIES,
     T0,

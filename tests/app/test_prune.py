@@ -14,15 +14,15 @@ from sqlalchemy import Engine, event, text
 
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.prune import Retention
 from sidewatch.app.report import report
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.exporters.snapshot import DECISION_BUCKETS, RESUME_BUCKETS
 from sidewatch.report.markdown import render_markdown
-from sidewatch.store.auditstate import count_moves
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from sidewatch.store.retention import Retention
+from sidewatch.store.transitions import count_moves
 from tests.daemon.test_auditor import counters
 
 DAY = 86_400_000
