@@ -13,7 +13,7 @@ import pytest
 from sidewatch.app.audit import Auditor
 from sidewatch.config import Config
 from sidewatch.store.repo import Store
-from tests.daemon.test_auditor import asked, heartbeat, ingest
+from tests.app.test_auditor import asked, heartbeat, ingest
 from tests.store.test_retention import answered, table_rows
 
 T = 1_785_081_600_000  # 2026-07-26T16:00:00Z: the true time the story begins

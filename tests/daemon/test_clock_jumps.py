@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
-from tests.daemon.test_auditor import asked, heartbeat, ingest
+from tests.app.test_auditor import asked, heartbeat, ingest
 from tests.daemon.test_e2e import _series
 from tests.exporters.test_alertmanager import _active, _alertmanager
 from tests.store.test_retention import answered, table_rows

@@ -23,7 +23,7 @@ from sidewatch.store.auditstate import count_moves
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from sidewatch.store.retention import Retention
-from tests.daemon.test_auditor import counters
+from tests.app.test_auditor import counters
 
 DAY = 86_400_000
 MIN = 60_000

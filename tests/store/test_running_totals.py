@@ -23,7 +23,7 @@ from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact
 from sidewatch.store.repo import Store
 from sidewatch.store.retention import Retention
-from tests.daemon.test_auditor import counters
+from tests.app.test_auditor import counters
 from tests.store.test_retention import MIN, NOW, POLICIES, T0, WEEK, history, ingest
 
 CREWAI = (

@@ -13,14 +13,14 @@ import orjson
 import pytest
 from sqlalchemy import event, text
 
+from sidewatch.app import evaluate as evaluation
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.policy import DEFAULT_POLICY, Need, Policy
-from sidewatch.store import checkpoint as stored
-from sidewatch.store import repo
+from sidewatch.store import repo, suffix
 from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -74,7 +74,7 @@ def _whole(store: Store, now: int) -> dict[str, tuple[str, int]]:
 
 @pytest.fixture
 def long_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setattr(stored, "LONG", 50)  # facts: this thread is a long one
+    monkeypatch.setattr(evaluation, "LONG", 50)  # facts: this thread is a long one
     store = Store(open_store(db_url))
     _ingest(store, [line for i in range(1, RUNS + 1) for line in _run(i)], START)
     yield store
@@ -83,13 +83,13 @@ def long_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]
 
 def _whole_loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     calls: list[list[str]] = []
-    real = stored.load_threads
+    real = evaluation.load_threads
 
     def spy(conn: Any, ids: Any) -> Any:
         calls.append(list(ids))
         return real(conn, ids)
 
-    monkeypatch.setattr(stored, "load_threads", spy)
+    monkeypatch.setattr(evaluation, "load_threads", spy)
     return calls
 
 
@@ -259,7 +259,7 @@ def _rows(store: Store) -> dict[str, tuple[Any, ...]]:
 def test_a_tick_reads_the_recorded_verdicts_of_the_suffix_waits_only_whatever_the_age(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url))
     ages = {"young": RUNS, "old": 5 * RUNS}  # 6 and 30 waits, every one but the last settled
     for thread, runs in ages.items():
@@ -378,7 +378,7 @@ def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
 ) -> None:
     # SQLite's VM steps of the statement asking which of the suffix's ids the prefix holds
     # (store.checkpoint.seen), for the GET of the open wait of a thread at two ages.
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
     ages = {"young": RUNS, "old": 10 * RUNS}
     for thread, runs in ages.items():
@@ -444,7 +444,7 @@ def _crew_run(i: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def crew_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url))
     _ingest(store, [line for i in range(1, RUNS + 1) for line in _crew_run(i)], START)
     yield store
@@ -509,13 +509,13 @@ def test_an_answer_naming_the_reused_interrupt_id_before_it_is_asked_again_ends_
 
 def _counts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    real = stored._prefix_count
+    real = suffix._prefix_count
 
     def spy(conn: Any, cp: Any) -> int:
         calls.append(cp.thread_id)
         return real(conn, cp)
 
-    monkeypatch.setattr(stored, "_prefix_count", spy)
+    monkeypatch.setattr(suffix, "_prefix_count", spy)
     return calls
 
 
@@ -599,7 +599,7 @@ def _beats_whole(store: Store, now: int) -> dict[str, Any]:
 def beating_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     """The long thread, beating thread-wide (spans: a row a beat here, no compaction gap)
     after every wait's approval, the last beat after the last wait."""
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url))
     lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
     lines += [_thread_beat(START + i * 1000 + 500) for i in range(5, RUNS + 1, 10)]
@@ -668,7 +668,7 @@ def _service(at: int, **thread: str) -> dict[str, Any]:
 @pytest.fixture
 def bound_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     """The long thread, bound to the service `billing` from its start (no run: every wait)."""
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url))
     lines = [_service(START - 1, threadId=THREAD)]
     lines += [line for i in range(1, RUNS + 1) for line in _run(i)]
@@ -706,7 +706,7 @@ def run_bound_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[S
     """The long thread, its last wait's run bound to the service `billing` by an event timed
     before that run's start (so before the thread's cut), and a settled wait's run bound to
     it too, after the cut."""
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url))
     lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
     lines.append(_service(START + RUNS * 1000 - 1, threadId=THREAD, runId=f"run-{RUNS}"))
@@ -732,7 +732,7 @@ def test_a_thread_with_a_service_bound_to_one_of_its_runs_resumes_from_its_cut(
     last = f"{THREAD}/approve-{RUNS}"
     body = Read(store, auditor.policy_for).wait(last, later)
     with store.engine.connect() as c:
-        (out,) = stored.evaluate_threads(c, [THREAD], auditor.policy_for, later, keep=False)
+        (out,) = evaluation.evaluate_threads(c, [THREAD], auditor.policy_for, later, keep=False)
 
     assert [] == loads  # the tick, the GET and the evaluation from the checkpoint
     whole = _beats_whole(store, later)
@@ -756,7 +756,7 @@ def test_the_bindings_of_the_suffix_s_runs_are_looked_up_not_read_by_age(
 ) -> None:
     # SQLite's VM steps of the statements reading service bindings, for the GET of the open
     # wait of a thread at two ages, each wait's run bound to the service (a binding a wait).
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
     ages = {"young": RUNS, "old": 10 * RUNS}
     for thread, runs in ages.items():
