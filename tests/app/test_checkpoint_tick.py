@@ -57,6 +57,12 @@ def _ingest(store: Store, lines: list[dict[str, Any]], at: int) -> None:
     ingest_unit(store, "test", body, at, ref_protector(store.engine, Config()))
 
 
+def _new_run(store: Store, now: int) -> None:
+    """A new run of the thread starts at `now` (after any cut)."""
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+
+
 def _states(store: Store) -> dict[str, tuple[str, int]]:
     with store.engine.connect() as c:
         rows = c.execute(text("SELECT request_id, state, since FROM wait_state")).all()
@@ -123,8 +129,7 @@ def test_a_tick_after_a_new_event_reads_only_the_suffix_and_gives_the_whole_verd
     auditor = _cut_at_last_run(store, QUIET, now)
     loads = _whole_loads(monkeypatch)
 
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)
+    _new_run(store, now)
     report = auditor.tick(now + 600_000)
 
     assert [] == loads  # from the checkpoint: the history is not read
@@ -315,8 +320,7 @@ def test_the_list_of_open_waits_reads_a_changed_long_thread_from_its_checkpoint(
     now = START + 100_000
     auditor = Auditor(store, (QUIET,))
     auditor.tick(now)
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)  # the thread is dirty: every wait of it is a candidate
+    _new_run(store, now)  # the thread is dirty: every wait of it is a candidate
     loads = _whole_loads(monkeypatch)
     real = repo.load_threads  # and the read of whole threads of Store.threads
     monkeypatch.setattr(
@@ -439,8 +443,7 @@ def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_it
     now = START + 100_000
     auditor = _cut_at_last_run(store, QUIET, now)
     loads = _whole_loads(monkeypatch)
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)
+    _new_run(store, now)
     auditor.tick(now + 600_000)
     last = f"{THREAD}/{THREAD}@run-{RUNS}"  # the id was used before: `@run`
     from_cut = Read(store, auditor.policy_for).wait(last, now + 600_000)
@@ -616,11 +619,6 @@ def _cut_at_last_run(store: Store, policy: Policy, now: int) -> Auditor:
         (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
     assert cut == START + RUNS * 1000
     return auditor
-
-
-def _new_run(store: Store, now: int) -> None:
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)
 
 
 def _stayed_mark(store: Store, now: int) -> None:
