@@ -112,7 +112,9 @@ NOT_FOR_AN_INGEST = (
     *NOT_FOR_A_READ,
     "sidewatch.tap",
     "sidewatch.core.engine",
+    "sidewatch.app.evaluate",
     "sidewatch.store.checkpoint",
+    "sidewatch.store.suffix",
     "sidewatch.store.auditstate",
     "sidewatch.store.retention",
 )
