@@ -15,14 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any
 
-import orjson
-
+from sidewatch.app.evaluate import Outcome, evaluations, settled_rows
 from sidewatch.app.prune import Pruned, Retention, ahead_of
+from sidewatch.app.transitions import CLOCK_MARGIN_MS, stored_state, transitions
 from sidewatch.core.checkpoint import Checkpoint
-from sidewatch.core.engine import Evaluated, evaluate
+from sidewatch.core.engine import evaluate
 from sidewatch.core.facts import FindingFact, ThreadFacts
 from sidewatch.core.model import (
     CLOSED_STATES,
@@ -30,14 +29,11 @@ from sidewatch.core.model import (
     OWNER,
     Missing,
     State,
-    Thresholds,
     Verdict,
     WaitEvidence,
     uncertain_move,
-    unreported_label,
 )
 from sidewatch.core.policy import Policy, select
-from sidewatch.core.settled import kept
 from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait
 from sidewatch.exporters.snapshot import (
@@ -48,19 +44,14 @@ from sidewatch.exporters.snapshot import (
     IngestCounters,
     Snapshot,
 )
-from sidewatch.report.verdicts import evidence_json, iso, thresholds_of
+from sidewatch.report.verdicts import iso
 from sidewatch.store.auditstate import AuditState, StoredState
-from sidewatch.store.checkpoint import Outcome, pack
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
 from sidewatch.store.transitions import StoredTransition
 
 log = logging.getLogger("sidewatch.auditor")
 BATCH = 1000  # threads per read-classify-save round: bounds memory at any scale
-# A verdict evaluated more than this after a tick's time was evaluated by a clock that has
-# gone back since (jumped ahead, then set right): its thread is evaluated again, and what it
-# records says it was a correction (docs/interpretations.md, "Clock jumps").
-CLOCK_MARGIN_MS = 60_000
 # A budgeted tick's smallest batch (and its first, while a thread's cost is not known yet):
 # below it, a batch's own statements cost more than its threads.
 MIN_BATCH = 100
@@ -270,8 +261,8 @@ class Auditor:
         self.snapshot = replace(self.snapshot, audit_last_success=at)
 
     def _batch(self, threads: list[str], marks: dict[str, int], now: int) -> tuple[int, int, int]:
-        # A long thread from its checkpoint where it holds (store.checkpoint).
-        outcomes = self.store.evaluations(threads, self.policy_for, now)
+        # A long thread from its checkpoint where it holds (app.evaluate).
+        outcomes = evaluations(self.store, threads, self.policy_for, now)
         # The recorded verdicts of the waits evaluated only: those of a long thread's settled
         # waits before its cut are neither read nor touched.
         stored = self.state.records_of(_evaluated(outcomes))
@@ -331,8 +322,8 @@ class Auditor:
     ) -> bool:
         """Record one wait's verdict into its thread's group; False (logged) when that failed."""
         try:
-            state = _stored(ev, verdict, now, _next_item(ev, now))
-            recorded = _record(ev, verdict, old, now)
+            state = stored_state(ev, verdict, now)
+            recorded = transitions(ev, verdict, old, now)
         except Exception:  # e.g. a value no serializer takes: the others are saved
             log.exception("wait %s could not be recorded; retried", ev.request_id)
             return False
@@ -489,41 +480,11 @@ def _checkpoint(g: _Group, failed: bool, now: int) -> None:
         return
     if out.checkpoint is not None and not failed:
         g.checkpoint.append(out.checkpoint)
-        g.settled += _settled(out, out.checkpoint.cut, now)
+        g.settled += settled_rows(out, out.checkpoint.cut, now)
         if not out.resumed:  # evaluated whole: every body before the cut is written again
             g.renewed.append(g.thread)
     elif out.had and not out.resumed:
         g.dropped.append(g.thread)
-
-
-def _settled(out: Outcome, cut: int, now: int) -> list[tuple[str, str, int, bytes]]:
-    """What is kept (core.settled, packed) of the waits before `cut`, evaluated at `now`:
-    the GET of one and the list read them back with the beats that reach them then, while
-    the checkpoint holds."""
-    rows: list[tuple[str, str, int, bytes]] = []
-    taken: set[str] = set()
-    for w in out.result.waits if out.result is not None else ():
-        ev = w.evidence
-        # Two waits of a thread may have one requestId (a producer's): its GET shows the
-        # first announced, as a whole evaluation does; the later one is not stored.
-        first = ev.request_id not in taken
-        taken.add(ev.request_id)
-        if not first or not settles(w, cut):
-            continue
-        try:
-            packed = pack(kept(w))
-        except Exception:  # only a speed-up: its GET evaluates the thread whole
-            log.exception("wait %s could not be stored settled", ev.request_id)
-            continue
-        rows.append((ev.thread_id, ev.request_id, now, packed))
-    return rows
-
-
-def settles(w: Evaluated, cut: int) -> bool:
-    """Whether `w` is kept as settled before `cut` (`_settled`): announced before it, and
-    closed (its verdict rests on no heartbeat then: core.settled)."""
-    v = w.verdict
-    return w.evidence.requested_at < cut and v is not None and v.closed
 
 
 def _joined(
@@ -544,63 +505,6 @@ def _checkpoints(groups: list[_Group]) -> dict[str, Any]:
         "settled": [x for g in groups for x in g.settled],
         "renewed": [x for g in groups for x in g.renewed],
     }
-
-
-def _record(
-    ev: WaitEvidence, v: Verdict, old: StoredState | None, now: int
-) -> list[StoredTransition]:
-    """The transitions to store for `v`: they share its thresholds and evidence (serialized
-    once, stored once: store.auditstate.compact)."""
-    changes = _changes(old, v)
-    if not changes:
-        return []
-    thresholds = _thresholds_text(v.thresholds)
-    shown = evidence_json(v)
-    if old is not None and old.evaluated_at > now + CLOCK_MARGIN_MS:
-        # The state it replaces was evaluated by a clock that has gone back since: not a
-        # change by the evidence, and the record says so (docs/interpretations.md).
-        shown["correction"] = {
-            "reason": "clock_went_back",
-            "state": old.state,
-            "evaluatedAt": iso(old.evaluated_at),
-        }
-    evidence = orjson.dumps(shown).decode()
-    rid, thread, policy = ev.request_id, ev.thread_id, v.policy
-    return [
-        StoredTransition(rid, thread, frm, to, at, now, policy, thresholds, evidence)
-        for frm, to, at in changes
-    ]
-
-
-@lru_cache(maxsize=256)
-def _thresholds_text(th: Thresholds) -> str:
-    """A policy's thresholds as stored (one per policy: serialized once, not per verdict)."""
-    return orjson.dumps(thresholds_of(th)).decode()
-
-
-def _changes(old: StoredState | None, v: Verdict) -> list[tuple[str | None, str, int]]:
-    """The transitions to record: the verdict's history after what was recorded before."""
-    if old is None:
-        return [(_FROM[t.from_state], _VALUE[t.to_state], t.at) for t in v.transitions]
-    state = _VALUE[v.state]
-    if old.state == state and old.since == v.since:
-        return []
-    prev: str = old.state
-    out: list[tuple[str | None, str, int]] = []
-    for t in v.transitions:
-        to = _VALUE[t.to_state]
-        if t.at > old.since and to != prev:
-            out.append((prev, to, t.at))
-            prev = to
-    if prev != state:
-        out.append((prev, state, v.since))
-    return out
-
-
-# A state's stored text by the state (None: no state yet): a lookup, where `.value` is a
-# descriptor call, several times per wait in a full audit.
-_VALUE: dict[State, str] = {s: s.value for s in State}
-_FROM: dict[State | None, str | None] = {None: None, **{s: s.value for s in State}}
 
 
 def push_problems(auditor: Auditor, push: AlertmanagerPush, now: int) -> int:
@@ -635,31 +539,6 @@ def _missing(stored: str) -> tuple[Missing, ...]:
 
 def _fingerprint(policies: tuple[Policy, ...]) -> str:
     return hashlib.sha256(repr(policies).encode()).hexdigest()
-
-
-def _next_item(ev: WaitEvidence, now: int) -> int | None:
-    """The earliest stored evidence dated after `now` (a source whose clock runs ahead):
-    the wait is due again then, as for a time-driven change."""
-    later = [item.at for item in ev.items if item.at > now]
-    return min(later) if later else None
-
-
-def _stored(ev: WaitEvidence, v: Verdict, now: int, next_item: int | None) -> StoredState:
-    return StoredState(
-        request_id=ev.request_id,
-        thread_id=ev.thread_id,
-        policy=v.policy,
-        state=_VALUE[v.state],
-        closed=v.closed,
-        since=v.since,
-        due_at=min((t for t in (v.due_at, next_item) if t is not None), default=None),
-        requested_at=ev.requested_at,
-        decided_at=v.facts.decided_at,
-        receipt_at=v.facts.receipt_at,
-        evaluated_at=now,
-        unreported=unreported_label(v.unreported),
-        uncertain=v.uncertain,
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from sidewatch.app.evaluate import evaluations
 from sidewatch.core.engine import Evaluated
 from sidewatch.core.model import (
     ActionChange,
@@ -237,7 +238,7 @@ def _changed(store: Store, recorded: AuditState, policy_for: PolicyFor, now: int
     evaluated: list[tuple[str, str]] = []
     rows: dict[tuple[str, str], tuple[_Row, str, bool]] = {}
     # Read-only, as the GET of one wait: no checkpoint is chosen (keep=False).
-    for o in store.evaluations(threads, policy_for, now=now, keep=False):
+    for o in evaluations(store, threads, policy_for, now=now, keep=False):
         if o.result is None:  # one thread that cannot be evaluated never fails the list
             log.error("thread %s could not be evaluated; left out", o.thread_id, exc_info=o.error)
             continue
@@ -312,7 +313,7 @@ def _bodies(
             want[r.thread].add(r.key[1])
     found: dict[tuple[str, str], Evaluated] = {}
     if want:
-        for o in store.evaluations(want.keys(), policy_for, now=now, keep=False, want=want):
+        for o in evaluations(store, want.keys(), policy_for, now=now, keep=False, want=want):
             if o.result is None:
                 log.error(
                     "thread %s could not be evaluated; left out", o.thread_id, exc_info=o.error
@@ -388,11 +389,11 @@ def _wait(
     store: Store, recorded: AuditState, policy_for: PolicyFor, request_id: str, now: int
 ) -> dict[str, Any] | None:
     # Looked up, never parsed: ids may hold `/` and `@`.
-    # A long thread from its checkpoint, when the wait is after its cut (store.checkpoint);
+    # A long thread from its checkpoint, when the wait is after its cut (app.evaluate);
     # one settled before it is read back from what was kept of it, while the checkpoint holds.
     threads = store.threads_of(request_id)
     want = {thread: {request_id} for thread in threads}
-    for out in store.evaluations(threads, policy_for, now, keep=False, want=want):
+    for out in evaluations(store, threads, policy_for, now, keep=False, want=want):
         if out.result is None:
             raise out.error or ValueError("not evaluated")
         found = out.settled.get(request_id)

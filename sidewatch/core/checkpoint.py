@@ -360,7 +360,7 @@ def seeded(suffix: ThreadFacts, seen: Seen, cut: int) -> ThreadFacts:
 def seen_in(prefix: ThreadFacts, requests: Iterable[str], signals: Iterable[SignalFact]) -> Seen:
     """What `prefix` holds of every id: the store's answer, computed from the facts (tests)."""
     u = uses(prefix)
-    # The store asks the findings of the suffix's runs whoever wrote them (store.checkpoint
+    # The store asks the findings of the suffix's runs whoever wrote them (store.suffix
     # `seen`: one the auditor wrote, seq 0, too).
     found = {f.run_id for f in prefix.findings if f.run_id is not None}
     return Seen(

@@ -338,7 +338,7 @@ class AuditState:
                 if threads:
                     conn.exec_driver_sql(driver_sql(conn, MARK_DIRTY), threads)
                 # Settled verdicts rest on the old policies too: each thread is evaluated
-                # whole once more under the new ones (store.checkpoint).
+                # whole once more under the new ones (app.evaluate).
                 conn.exec_driver_sql("DELETE FROM thread_checkpoint")
                 conn.exec_driver_sql("DELETE FROM settled_wait")  # their kept waits too
                 # An upsert: replicas starting together on an empty store all read no row,

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from sidewatch.core.facts import HeartbeatFact
-from sidewatch.store.sql import driver_sql
+from sidewatch.store.sql import chunks, driver_sql
 
-CHUNK = 500
 COLUMNS = ("thread_id", "run_id", "handle", "at", "seq", "last_at", "last_seq", "beats")
 _SELECT = f"SELECT id, {', '.join(COLUMNS)} FROM heartbeat"  # noqa: S608 (our own names)
 _INSERT = f"INSERT INTO heartbeat ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * 8)})"  # noqa: S608
@@ -207,8 +206,7 @@ def _spans(conn: Connection, threads: list[str], lo: int, hi: int) -> dict[str, 
         for r in conn.exec_driver_sql(sql, (threads, lo, hi)):
             out[r[1]].append(_span(r))
         return out
-    for k in range(0, len(threads), CHUNK):
-        part = threads[k : k + CHUNK]
+    for part in chunks(threads):
         marks = ", ".join("?" for _ in part)
         sql = f"{_SELECT} WHERE thread_id IN ({marks}) AND last_at >= ? AND at <= ?"
         for r in conn.exec_driver_sql(driver_sql(conn, sql), (*part, lo, hi)):

@@ -124,7 +124,7 @@ def prune_within(
             dequeue(engine, thread)
             return 0
         c.exec_driver_sql(driver_sql(c, _DEQUEUE), (thread,))
-        # Its prefix lost facts that no dirty mark tells (store.checkpoint): taken again.
+        # Its prefix lost facts that no dirty mark tells (app.evaluate): taken again.
         for table in ("thread_checkpoint", "settled_wait"):  # a checkpoint and its bodies
             c.exec_driver_sql(
                 driver_sql(c, f"DELETE FROM {table} WHERE thread_id = ?"),

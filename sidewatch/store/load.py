@@ -32,9 +32,8 @@ from sidewatch.core.facts import (
 from sidewatch.core.model import Code, SubagentState
 from sidewatch.store.models import DirtyThread, InterruptRow, WaitState, table_of
 from sidewatch.store.services import expand
-from sidewatch.store.sql import key_lookups
+from sidewatch.store.sql import chunks, key_lookups
 
-CHUNK = 500  # ids per IN (...) list
 T = TypeVar("T")
 
 
@@ -61,7 +60,7 @@ def _entries(text: str) -> tuple[tuple[str, Code, str | None], ...]:
     return tuple((h, _CODES[c], d) for h, c, d in orjson.loads(text))
 
 
-class _Reader(Generic[T]):
+class Reader(Generic[T]):
     """One fact's row-to-record conversion: the columns named as its fields, each passed by
     name, converted where the store keeps another type (0/1 for booleans, codes as text)."""
 
@@ -91,14 +90,13 @@ class _Reader(Generic[T]):
         self.read: Callable[[Sequence[Any]], T] = scope["read"]  # a row of `columns`
 
 
-_INTERRUPT = _Reader(
-    "interrupt", InterruptFact, handle=_bool, tool_result_receipt=bool, pruned=bool
-)
-_RUN = _Reader("run_fact", RunFact, mark=_MARKS.__getitem__)
-_CALL = _Reader("tool_call", ToolCallFact)
-_ANSWER = _Reader("answer", AnswerFact, code=_CODES.__getitem__)
-_RESULT = _Reader("tool_result", ToolResultFact)
-_SIGNAL = _Reader(
+# One reader a fact's table (store.suffix reads a thread's suffix with them too).
+INTERRUPT = Reader("interrupt", InterruptFact, handle=_bool, tool_result_receipt=bool, pruned=bool)
+RUN = Reader("run_fact", RunFact, mark=_MARKS.__getitem__)
+CALL = Reader("tool_call", ToolCallFact)
+ANSWER = Reader("answer", AnswerFact, code=_CODES.__getitem__)
+RESULT = Reader("tool_result", ToolResultFact)
+SIGNAL = Reader(
     "signal",
     SignalFact,
     kind=_KINDS.__getitem__,
@@ -106,11 +104,11 @@ _SIGNAL = _Reader(
     acknowledged=bool,
     code=_code_or_none,
 )
-_LEGACY = _Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__, entries=_entries)
-_FINDING = _Reader("finding", FindingFact)
-_HEARTBEAT = _Reader("heartbeat", HeartbeatFact, skip=("key", "bound"), handle=_bool)  # spans
+LEGACY = Reader("legacy_resume", LegacyResumeFact, code=_CODES.__getitem__, entries=_entries)
+FINDING = Reader("finding", FindingFact)
+HEARTBEAT = Reader("heartbeat", HeartbeatFact, skip=("key", "bound"), handle=_bool)  # spans
 _STATES = {s.value: s for s in SubagentState}
-_SUBAGENT = _Reader(
+SUBAGENT = Reader(
     "subagent",
     SubagentFact,
     state=_STATES.__getitem__,
@@ -118,7 +116,7 @@ _SUBAGENT = _Reader(
 )
 
 
-def _read(conn: Connection, reader: _Reader[T], where: str, ids: list[str]) -> Iterator[T]:
+def _read(conn: Connection, reader: Reader[T], where: str, ids: list[str]) -> Iterator[T]:
     """The facts whose `where` column is in `ids` (all of them when `where` is empty), in
     chunks that every driver accepts."""
     table, cols = reader.table, reader.columns
@@ -130,11 +128,11 @@ def _read(conn: Connection, reader: _Reader[T], where: str, ids: list[str]) -> I
         # One array parameter: the same statement every time, prepared once by the server,
         # where an IN list of 500 placeholders is parsed again by the driver at every call.
         sql = f"SELECT {cols} FROM {table} WHERE {where} = ANY(%s)"  # noqa: S608
-        for part in _chunks(ids):
+        for part in chunks(ids):
             yield from map(reader.read, conn.exec_driver_sql(sql, (part,)).fetchall())
         return
     # A chunk's rows fetched at once: a fifth less CPU than a row at a time (measured).
-    for part in _chunks(ids):
+    for part in chunks(ids):
         marks = ", ".join("?" for _ in part)
         sql = f"SELECT {cols} FROM {table} WHERE {where} IN ({marks})"  # noqa: S608
         yield from map(reader.read, conn.exec_driver_sql(sql, tuple(part)).fetchall())
@@ -153,7 +151,7 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
     where = "thread_id" if thread_ids is not None else ""
     if where:
         key_lookups(conn)
-    interrupts = _by_thread(_read(conn, _INTERRUPT, where, chosen))
+    interrupts = _by_thread(_read(conn, INTERRUPT, where, chosen))
     if not interrupts:
         return []
     threads = list(interrupts)
@@ -165,20 +163,20 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
             by_ref[f"{thread}/{i.interrupt_id}@{i.run_id}"] = thread
             if i.request_id is not None:
                 by_ref[i.request_id] = thread
-    runs = _by_thread(_read(conn, _RUN, where, where_ids))
-    calls = _by_thread(_read(conn, _CALL, where, where_ids))
-    answers = _by_thread(_read(conn, _ANSWER, where, where_ids))
-    results = _by_thread(_read(conn, _RESULT, where, where_ids))
+    runs = _by_thread(_read(conn, RUN, where, where_ids))
+    calls = _by_thread(_read(conn, CALL, where, where_ids))
+    answers = _by_thread(_read(conn, ANSWER, where, where_ids))
+    results = _by_thread(_read(conn, RESULT, where, where_ids))
     signals: dict[str, list[SignalFact]] = defaultdict(list)
     for s in _signals(conn, where_ids if thread_ids is not None else None, list(by_ref)):
         owner = by_ref.get(s.request_id) if s.request_id else s.thread_id
         if owner is None:
             continue  # names a wait not seen yet: kept, applied when it appears
         signals[owner].append(s)
-    legacy = _by_thread(_read(conn, _LEGACY, where, where_ids))
-    found = _by_thread(_read(conn, _FINDING, where, where_ids))
-    beats = _by_thread(_read(conn, _HEARTBEAT, where, where_ids))
-    subagents = _by_thread(_read(conn, _SUBAGENT, where, where_ids))
+    legacy = _by_thread(_read(conn, LEGACY, where, where_ids))
+    found = _by_thread(_read(conn, FINDING, where, where_ids))
+    beats = _by_thread(_read(conn, HEARTBEAT, where, where_ids))
+    subagents = _by_thread(_read(conn, SUBAGENT, where, where_ids))
     for thread, expanded in expand(conn, where_ids if thread_ids is not None else None).items():
         if thread in interrupts:  # a service's beats, as the bound thread's own heartbeats
             beats[thread] = [*beats.get(thread, ()), *expanded]
@@ -203,12 +201,12 @@ def load_threads(conn: Connection, thread_ids: Collection[str] | None) -> list[T
 def _signals(conn: Connection, threads: list[str] | None, refs: list[str]) -> Iterator[SignalFact]:
     """Signals naming the threads' waits, by thread and interrupt id or by requestId."""
     if threads is None:
-        yield from _read(conn, _SIGNAL, "", [])
+        yield from _read(conn, SIGNAL, "", [])
         return
     seen: set[str] = set()
     for found in (
-        _read(conn, _SIGNAL, "thread_id", threads),
-        _read(conn, _SIGNAL, "request_id", refs),
+        _read(conn, SIGNAL, "thread_id", threads),
+        _read(conn, SIGNAL, "request_id", refs),
     ):
         for s in found:
             if s.key not in seen:  # the natural key: a signal may match both ways
@@ -232,7 +230,7 @@ def threads_of_refs(conn: Connection, refs: Collection[str], unrecorded: bool = 
         rest.discard(ref)
         out.add(owner)
     default = interrupt.c.thread_id + "/" + interrupt.c.interrupt_id
-    for part in _chunks(sorted(rest) if unrecorded else []):
+    for part in chunks(sorted(rest) if unrecorded else []):
         query = (
             select(interrupt.c.thread_id)
             .join(dirty, dirty.c.thread_id == interrupt.c.thread_id)
@@ -245,7 +243,7 @@ def threads_of_refs(conn: Connection, refs: Collection[str], unrecorded: bool = 
 def announced_refs(conn: Connection, refs: Collection[str]) -> Iterator[tuple[str, str]]:
     """(requestId, thread) of each interrupt a producer gave one of these requestIds."""
     interrupt = table_of(InterruptRow)
-    for part in _chunks(sorted(refs)):
+    for part in chunks(sorted(refs)):
         query = select(interrupt.c.request_id, interrupt.c.thread_id).where(
             interrupt.c.request_id.in_(part)
         )
@@ -257,14 +255,9 @@ def recorded_refs(conn: Connection, refs: Collection[str]) -> Iterator[tuple[str
     """(requestId, thread, requested at) of each recorded wait with one of these requestIds:
     one lookup gives both the wait's thread and its time."""
     state = table_of(WaitState)
-    for part in _chunks(sorted(refs)):
+    for part in chunks(sorted(refs)):
         query = select(state.c.request_id, state.c.thread_id, state.c.requested_at).where(
             state.c.request_id.in_(part)
         )
         for ref, thread, at in conn.execute(query):
             yield str(ref), str(thread), int(at)
-
-
-def _chunks(ids: list[str]) -> Iterator[list[str]]:
-    for k in range(0, len(ids), CHUNK):
-        yield ids[k : k + CHUNK]

@@ -251,7 +251,7 @@ HeartbeatRow = Table(
     _int("beats"),
     Index("ix_heartbeat_thread_at", "thread_id", "at"),
     # A checkpoint's look at the prefix by run, and the thread-wide spans (run NULL) before
-    # its cut (store.checkpoint): by key, not along the thread's history.
+    # its cut (store.suffix): by key, not along the thread's history.
     Index("ix_heartbeat_thread_run_at", "thread_id", "run_id", "at"),
     # Retention's walk over spans by first beat (store.retention._unknown_beats): not by last
     # beat, which a span extended in place changes (on PostgreSQL no update would be HOT).
@@ -427,7 +427,7 @@ DirtyThread = Table(
     _text("thread_id", 256, primary_key=True),
     _ms("mark"),
     # The earliest time of the facts ingest marked it for since it was set (None: marked by
-    # no fact): one before a checkpoint's cut came late (store.checkpoint).
+    # no fact): one before a checkpoint's cut came late (store.suffix).
     _ms("early", null=True),
 )
 

@@ -58,6 +58,7 @@ from sidewatch.store.services import Bound, bound_to, write_beats, write_binding
 from sidewatch.store.sql import (
     MARK_DIRTY_SINCE,
     add_totals,
+    chunks,
     driver_sql,
     finding_key,
     insert_sql,
@@ -65,8 +66,6 @@ from sidewatch.store.sql import (
 )
 
 if TYPE_CHECKING:  # the auditor's modules: a unit's writer (`sidewatch ingest`) needs none
-    from sidewatch.core.engine import PolicyFor
-    from sidewatch.store.checkpoint import Outcome
     from sidewatch.store.stats import RetentionState
 
 SEQ_SHIFT = 32  # seq = unit id << 32 | line number: arrival order across units and lines
@@ -244,8 +243,7 @@ class UnitWriter:
         # look that follows sees that unit's interrupt (evidence never missed by a race).
         announced = {f.thread_id for f in facts if isinstance(f, InterruptFact)}
         rest = sorted(threads - announced)
-        for k in range(0, len(rest), 500):
-            part = rest[k : k + 500]
+        for part in chunks(rest):
             marks = ", ".join("?" for _ in part)
             self.conn.exec_driver_sql(
                 driver_sql(
@@ -460,21 +458,14 @@ class Store:
         with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
             return threads_of_refs(conn, [request_id])
 
-    def evaluations(
-        self,
-        thread_ids: Collection[str],
-        policy_for: PolicyFor,
-        now: int,
-        keep: bool = True,
-        want: Mapping[str, Collection[str]] | None = None,
-    ) -> list[Outcome]:
-        """These threads evaluated at `now`, a long one from its checkpoint where it holds
-        (store.checkpoint.evaluate_threads)."""
-        from sidewatch.store.checkpoint import evaluate_threads  # noqa: PLC0415 (auditor's)
-
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """One read session: every read through one connection and its one transaction (one
+        snapshot of the store), by indexed keys (sql.key_lookups). A batch's evaluation reads
+        its checkpoints, suffixes and threads through it (app.evaluate)."""
         with classified("store unavailable", QUERY_REFUSED), self.engine.connect() as conn:
             key_lookups(conn)
-            return list(evaluate_threads(conn, thread_ids, policy_for, now, keep, want))
+            yield conn
 
     def threads(self, thread_ids: Collection[str] | None = None) -> list[ThreadFacts]:
         """Every thread (or the named ones) that has announced a wait, with all its facts."""

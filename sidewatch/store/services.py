@@ -30,9 +30,8 @@ from sidewatch.store.models import (
     WaitState,
     table_of,
 )
-from sidewatch.store.sql import MARK_DIRTY, driver_sql
+from sidewatch.store.sql import MARK_DIRTY, chunks, driver_sql
 
-CHUNK = 500
 _BEAT, _CHANGE, _BIND = (
     table_of(ServiceHeartbeatRow),
     table_of(ServiceChangeRow),
@@ -161,9 +160,7 @@ def expand_runs(
     queries = []
     if whole:
         queries.append(select(*cols).where(_BIND.c.thread_id == thread, _BIND.c.run_id.is_(None)))
-    ids = sorted(runs)
-    for k in range(0, len(ids), CHUNK):
-        part = ids[k : k + CHUNK]
+    for part in chunks(sorted(runs)):
         queries.append(select(*cols).where(_BIND.c.thread_id == thread, _BIND.c.run_id.in_(part)))
     if not queries:
         return []
@@ -179,8 +176,7 @@ def _expanded(
     services = sorted({b.service for b in bindings})
     rows: dict[str, list[tuple[str, int, int, int, int]]] = defaultdict(list)
     cols = (_BEAT.c.service, _BEAT.c.instance, _BEAT.c.first_at, _BEAT.c.first_seq)
-    for k in range(0, len(services), CHUNK):
-        part = services[k : k + CHUNK]
+    for part in chunks(services):
         query = select(*cols, _BEAT.c.last_at, _BEAT.c.last_seq).where(_BEAT.c.service.in_(part))
         for service, inst, f_at, f_seq, l_at, l_seq in conn.execute(query):
             rows[str(service)].append((str(inst), int(f_at), int(f_seq), int(l_at), int(l_seq)))
@@ -231,10 +227,9 @@ def _bind_fact(row: Sequence[Any]) -> ServiceBindFact:
 def _bindings(conn: Connection, thread_ids: Collection[str] | None) -> Iterable[ServiceBindFact]:
     cols = _bind_columns()
     if thread_ids is None:
-        parts: Iterable[list[str] | None] = [None]
+        parts: Iterable[Sequence[str] | None] = [None]
     else:
-        ids = sorted(thread_ids)
-        parts = (ids[k : k + CHUNK] for k in range(0, len(ids), CHUNK))
+        parts = chunks(sorted(thread_ids))
     for part in parts:
         query = select(*cols) if part is None else select(*cols).where(_BIND.c.thread_id.in_(part))
         yield from map(_bind_fact, conn.execute(query))

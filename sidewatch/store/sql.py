@@ -27,7 +27,7 @@ MARK_DIRTY = (
     "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1"
 )
 # Ingest's mark, with the earliest time of the thread's new facts (`early`, kept the least
-# until the mark is cleared): a checkpoint's late-fact detection (store.checkpoint).
+# until the mark is cleared): a checkpoint's late-fact detection (store.suffix).
 MARK_DIRTY_SINCE = (
     "INSERT INTO dirty_thread (thread_id, mark, early) VALUES (?, 1, ?) "
     "ON CONFLICT (thread_id) DO UPDATE SET mark = dirty_thread.mark + 1, early = CASE "

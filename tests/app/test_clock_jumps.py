@@ -13,8 +13,8 @@ import pytest
 from sidewatch.app.audit import Auditor
 from sidewatch.config import Config
 from sidewatch.store.repo import Store
+from tests.app.test_auditor import asked, heartbeat, ingest
 from tests.app.test_prune import answered, table_rows
-from tests.daemon.test_auditor import asked, heartbeat, ingest
 
 T = 1_785_081_600_000  # 2026-07-26T16:00:00Z: the true time the story begins
 SEC, MIN, HOUR = 1000, 60_000, 3_600_000

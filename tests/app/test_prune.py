@@ -23,7 +23,7 @@ from sidewatch.report.markdown import render_markdown
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from sidewatch.store.transitions import count_moves
-from tests.daemon.test_auditor import counters
+from tests.app.test_auditor import counters
 
 DAY = 86_400_000
 MIN = 60_000

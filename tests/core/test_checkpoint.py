@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidewatch.app.audit import settles
+from sidewatch.app.evaluate import settles
 from sidewatch.app.read import settled_body
 from sidewatch.core.checkpoint import (
     Checkpoint,
@@ -105,7 +105,7 @@ def _resumed(
     got = [(w.evidence, w.verdict, w.settled_at) for w in part.waits]
     assert got == expected
     assert _records(whole, cut) == _records(then, cut)
-    # What is kept of the waits it settles (app.audit, core.settled), read back later with
+    # What is kept of the waits it settles (app.evaluate, core.settled), read back later with
     # the beats that reach them then (thread-wide ones, and their runs', bound services'
     # too, whenever they came), is the whole thread's evidence and verdict later.
     later_of: dict[str, Any] = {}  # a GET shows the first wait with a requestId
@@ -134,7 +134,7 @@ def _resumed(
 
 
 def _records(result: Any, cut: int) -> list[tuple[object, ...]]:
-    """What the store keeps of each wait before the cut (app.audit `_stored`)."""
+    """What the store keeps of each wait before the cut (app.evaluate `settled_rows`)."""
     return [
         (
             w.evidence.request_id,

@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 
 from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
+from tests.app.test_auditor import asked, heartbeat, ingest
 from tests.app.test_prune import answered, table_rows
-from tests.daemon.test_auditor import asked, heartbeat, ingest
 from tests.daemon.test_e2e import _series
 from tests.exporters.test_alertmanager import _active, _alertmanager
 

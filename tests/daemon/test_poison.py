@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sidewatch.app import audit as auditor_module
 from sidewatch.app import audit as pipeline_module
 from sidewatch.app import read as waits_module
+from sidewatch.app import transitions as recording_module
 from sidewatch.app.audit import Auditor
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
@@ -196,20 +196,20 @@ def test_the_audit_table_shows_a_time_out_of_range_as_its_number() -> None:
 def test_a_wait_whose_recording_raises_is_counted_and_retried_and_the_rest_is_saved(
     daemon: Daemon, now: int, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real = auditor_module.evidence_json
+    real = recording_module.evidence_json
 
     def failing(v: Any) -> dict[str, Any]:
         if v.request_id == DEPLOY_ID:
             raise ValueError("cannot serialize")
         return real(v)
 
-    monkeypatch.setattr(auditor_module, "evidence_json", failing)
+    monkeypatch.setattr(recording_module, "evidence_json", failing)
     with caplog.at_level(logging.ERROR, logger="sidewatch.auditor"):
         first = daemon.auditor.tick(now)
     after_first = saved(daemon)
     counted = daemon.auditor.snapshot.audit_errors
     open_deploy = daemon.auditor.open_waits[("STUCK_AFTER_DECISION", "default")]
-    monkeypatch.setattr(auditor_module, "evidence_json", real)
+    monkeypatch.setattr(recording_module, "evidence_json", real)
     second = daemon.auditor.tick(now + MIN)
 
     assert (1, 1) == (first.errors, counted)

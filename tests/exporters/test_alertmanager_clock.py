@@ -17,7 +17,7 @@ from sidewatch.app.audit import Auditor, push_problems
 from sidewatch.config import Config
 from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
 from sidewatch.store.repo import Store
-from tests.daemon.test_auditor import asked, heartbeat, ingest
+from tests.app.test_auditor import asked, heartbeat, ingest
 from tests.exporters.test_alertmanager import Receiver, _active, _alertmanager
 
 SEC, MIN, HOUR = 1000, 60_000, 3_600_000

@@ -16,7 +16,7 @@ from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
 from sidewatch.store.repo import Store
 from sidewatch.store.transitions import count_moves
-from tests.daemon.test_auditor import SEED, SEED_AT
+from tests.app.test_auditor import SEED, SEED_AT
 
 TTL_MS = 200
 

@@ -10,14 +10,14 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, create_engine, inspect, text
 
+from sidewatch.app import evaluate as evaluation
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
-from sidewatch.store import checkpoint as stored
 from sidewatch.store.db import _alembic_config, open_store
 from sidewatch.store.repo import Store
 from sidewatch.store.transitions import count_moves
-from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD, _run
+from tests.app.test_checkpoint_tick import QUIET, RUNS, START, THREAD, _run
 
 TABLES = ("interrupt", "run_fact", "answer", "wait_state", "transition", "unit", "finding")
 
@@ -42,7 +42,7 @@ def _counts(engine: Engine) -> dict[str, int]:
 
 def _audited(url: str, monkeypatch: pytest.MonkeyPatch) -> Store:
     """A store at the head holding the long thread, audited once (its checkpoint kept)."""
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(url))
     body = b"\n".join(orjson.dumps(x) for i in range(1, RUNS + 1) for x in _run(i))
     ingest_unit(store, "test", body, START, ref_protector(store.engine, Config()))

@@ -14,7 +14,7 @@ from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD
+from tests.app.test_checkpoint_tick import QUIET, RUNS, START, THREAD
 from tests.store.test_migration_0013 import _audited, _counts, _to
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
+from sidewatch.app import evaluate as evaluation
 from sidewatch.app.audit import Auditor
-from sidewatch.store import checkpoint as stored
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.daemon.test_checkpoint_tick import BEATING, RUNS, START, THREAD, _ingest, _run, _service
+from tests.app.test_checkpoint_tick import BEATING, RUNS, START, THREAD, _ingest, _run, _service
 from tests.store.test_migration_0013 import _counts, _to
 
 INDEX = "ix_service_binding_thread_run"
@@ -25,7 +25,7 @@ def _indexes(engine: object) -> set[str]:
 def test_a_store_with_run_bound_services_goes_down_to_0018_and_up_without_loss(
     blank_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(blank_db_url))
     lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
     lines.append(_service(START + RUNS * 1000 + 1, threadId=THREAD, runId=f"run-{RUNS}"))
@@ -34,7 +34,7 @@ def test_a_store_with_run_bound_services_goes_down_to_0018_and_up_without_loss(
     assert INDEX in _indexes(store.engine)
     kept = _counts(store.engine)
     with store.engine.connect() as c:
-        (before,) = stored.evaluate_threads(
+        (before,) = evaluation.evaluate_threads(
             c, [THREAD], lambda a, r: BEATING, START + 200_000, keep=False
         )
         checkpoint = c.execute(text("SELECT * FROM thread_checkpoint")).all()
@@ -61,7 +61,7 @@ def test_a_store_with_run_bound_services_goes_down_to_0018_and_up_without_loss(
         assert checkpoint == c.execute(text("SELECT * FROM thread_checkpoint")).all()
     _to(engine, "head", up=True)
     with engine.connect() as c:
-        (out,) = stored.evaluate_threads(
+        (out,) = evaluation.evaluate_threads(
             c, [THREAD], lambda a, r: BEATING, START + 200_000, keep=False
         )
     verdicts = {w.evidence.request_id: w.verdict for w in out.result.waits}

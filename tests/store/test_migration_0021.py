@@ -13,7 +13,7 @@ from sqlalchemy import Engine, create_engine, inspect, text
 from sidewatch.app.audit import Auditor
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.daemon.test_checkpoint_tick import QUIET, RUNS, START, THREAD
+from tests.app.test_checkpoint_tick import QUIET, RUNS, START, THREAD
 from tests.store.test_migration_0013 import _audited, _counts, _to
 from tests.store.test_migration_0017 import _count
 

@@ -23,8 +23,8 @@ from sidewatch.app.prune import Retention
 from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact
 from sidewatch.store.repo import Store
+from tests.app.test_auditor import counters
 from tests.app.test_prune import MIN, NOW, POLICIES, T0, WEEK, history, ingest
-from tests.daemon.test_auditor import counters
 
 CREWAI = (
     Path(__file__).resolve().parents[1] / "fixtures" / "producers" / "crewai-cancel-default.ndjson"

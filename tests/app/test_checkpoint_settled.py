@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
+from sidewatch.app import evaluate as evaluation
 from sidewatch.app.audit import Auditor
 from sidewatch.app.read import Read
 from sidewatch.core.policy import Policy
-from sidewatch.store import checkpoint as stored
 from sidewatch.store import repo
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.daemon.test_checkpoint_tick import (
+from tests.app.test_checkpoint_tick import (
     BEATING,
     QUIET,
     RUNS,
@@ -42,7 +42,7 @@ EVERY = {"WAITING", "RESUMED", "CLOSED_BY_DECLINE", "CANCELLED", "STUCK_AFTER_DE
 def _loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The threads read whole (every fact of them), whichever way."""
     calls: list[list[str]] = []
-    for module in (stored, repo):
+    for module in (evaluation, repo):
         real = module.load_threads
 
         def spy(conn: Any, ids: Any, real: Any = real) -> Any:
@@ -54,7 +54,7 @@ def _loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 def _store(db_url: str, monkeypatch: pytest.MonkeyPatch, runs: int = RUNS) -> Store:
-    monkeypatch.setattr(stored, "LONG", 50)  # facts: this thread is a long one
+    monkeypatch.setattr(evaluation, "LONG", 50)  # facts: this thread is a long one
     store = Store(open_store(db_url))
     _ingest(store, [line for i in range(1, runs + 1) for line in _run(i)], START)
     return store
@@ -268,7 +268,7 @@ def test_a_settled_wait_with_its_run_s_beats_is_kept_and_its_span_growing_in_pla
     # run-10 beats while approve-10 waits, and goes on beating after the cut: the beats
     # extend the run's span in place (a row timed before the cut, no new fact of the
     # prefix), which a stored body would have missed.
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url), heartbeat_gap_ms=60_000)  # the daemon's default gap
     lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
     lines += [_run_beat(START + 10_000 + k * 1000, "run-10") for k in range(3)]
@@ -306,7 +306,7 @@ def test_new_policies_and_a_dropped_checkpoint_drop_the_kept_waits(
 def test_two_settled_waits_sharing_a_producer_s_request_id_store_the_first(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url))
     lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
     for line in lines:  # approve-20 and approve-30 carry one requestId

@@ -444,9 +444,9 @@ def test_a_tick_classifies_with_the_cycle_collector_paused_and_resumes_it_after_
     paused: list[bool] = []
 
     class Watched(Store):
-        def evaluations(self, *args: Any, **kwargs: Any) -> Any:
+        def reading(self) -> Any:  # the read session of a batch's evaluation
             paused.append(not gc.isenabled())
-            return super().evaluations(*args, **kwargs)
+            return super().reading()
 
     engine = open_store(impatient(db_url), busy_timeout_ms=300)
     try:

@@ -13,14 +13,14 @@ import orjson
 import pytest
 from sqlalchemy import event, text
 
+from sidewatch.app import evaluate as evaluation
 from sidewatch.app.audit import Auditor
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.policy import DEFAULT_POLICY, Need, Policy
-from sidewatch.store import checkpoint as stored
-from sidewatch.store import repo
+from sidewatch.store import repo, suffix
 from sidewatch.store.auditstate import AuditState
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -57,39 +57,66 @@ def _ingest(store: Store, lines: list[dict[str, Any]], at: int) -> None:
     ingest_unit(store, "test", body, at, ref_protector(store.engine, Config()))
 
 
+def _new_run(store: Store, now: int) -> None:
+    """A new run of the thread starts at `now` (after any cut)."""
+    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
+    _ingest(store, [new], now)
+
+
 def _states(store: Store) -> dict[str, tuple[str, int]]:
     with store.engine.connect() as c:
         rows = c.execute(text("SELECT request_id, state, since FROM wait_state")).all()
     return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
 
 
-def _whole(store: Store, now: int) -> dict[str, tuple[str, int]]:
+def _whole(store: Store, now: int, policy: Policy | None = None) -> dict[str, tuple[str, int]]:
+    """(state, since) of every wait of the thread evaluated whole at `now`."""
     (facts,) = store.threads([THREAD])
     out = {}
-    for w in evaluate(facts, lambda a, r: QUIET, now).waits:
+    for w in evaluate(facts, lambda a, r: policy or QUIET, now).waits:
         assert w.verdict is not None
         out[w.evidence.request_id] = (w.verdict.state.value, w.verdict.since)
     return out
 
 
-@pytest.fixture
-def long_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setattr(stored, "LONG", 50)  # facts: this thread is a long one
+def _checkpoints(store: Store) -> int:
+    with store.engine.connect() as c:
+        return int(c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one())
+
+
+def _drop_checkpoints(store: Store) -> None:
+    """Every checkpoint deleted: what is read next evaluates the thread whole."""
+    with store.engine.begin() as c:
+        c.execute(text("DELETE FROM thread_checkpoint"))
+
+
+def _long(db_url: str, monkeypatch: pytest.MonkeyPatch, lines: list[Any]) -> Iterator[Store]:
+    """A store holding `lines` (ingested at START), whose thread is a long one."""
+    monkeypatch.setattr(evaluation, "LONG", 50)  # facts: this thread is a long one
     store = Store(open_store(db_url))
-    _ingest(store, [line for i in range(1, RUNS + 1) for line in _run(i)], START)
+    _ingest(store, lines, START)
     yield store
     store.engine.dispose()
 
 
+def _runs(count: int = RUNS, run: Callable[[int], list[dict[str, Any]]] = _run) -> list[Any]:
+    return [line for i in range(1, count + 1) for line in run(i)]
+
+
+@pytest.fixture
+def long_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    yield from _long(db_url, monkeypatch, _runs())
+
+
 def _whole_loads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     calls: list[list[str]] = []
-    real = stored.load_threads
+    real = evaluation.load_threads
 
     def spy(conn: Any, ids: Any) -> Any:
         calls.append(list(ids))
         return real(conn, ids)
 
-    monkeypatch.setattr(stored, "load_threads", spy)
+    monkeypatch.setattr(evaluation, "load_threads", spy)
     return calls
 
 
@@ -102,8 +129,7 @@ def test_a_tick_after_a_new_event_reads_only_the_suffix_and_gives_the_whole_verd
     auditor = _cut_at_last_run(store, QUIET, now)
     loads = _whole_loads(monkeypatch)
 
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)
+    _new_run(store, now)
     report = auditor.tick(now + 600_000)
 
     assert [] == loads  # from the checkpoint: the history is not read
@@ -142,13 +168,11 @@ def test_a_fact_timed_before_the_cut_arriving_later_makes_the_thread_evaluated_w
 def test_new_policies_drop_the_checkpoints(long_thread: Store) -> None:
     store = long_thread
     Auditor(store, (QUIET,)).tick(START + 100_000)
-    with store.engine.connect() as c:
-        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    assert 1 == _checkpoints(store)
 
     Auditor(store, (replace(QUIET, require_acknowledgement=True),))
 
-    with store.engine.connect() as c:
-        assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    assert 0 == _checkpoints(store)
 
 
 def test_get_of_a_wait_gives_from_the_checkpoint_what_the_whole_thread_gives(
@@ -163,8 +187,7 @@ def test_get_of_a_wait_gives_from_the_checkpoint_what_the_whole_thread_gives(
         rid: Read(store, auditor.policy_for).wait(rid, START + 100_000) for rid in (last, settled)
     }
     assert [] == loads  # the settled wait before the cut: its stored body (settled_wait)
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
 
     whole = {
         rid: Read(store, auditor.policy_for).wait(rid, START + 100_000) for rid in (last, settled)
@@ -179,10 +202,9 @@ def test_get_of_a_wait_gives_from_the_checkpoint_what_the_whole_thread_gives(
 
 def test_a_short_thread_keeps_no_checkpoint(db_url: str) -> None:
     store = Store(open_store(db_url))  # 60 runs: under LONG facts
-    _ingest(store, [line for i in range(1, RUNS + 1) for line in _run(i)], START)
+    _ingest(store, _runs(), START)
     Auditor(store, (QUIET,)).tick(START + 100_000)
-    with store.engine.connect() as c:
-        assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
+    assert 0 == _checkpoints(store)
     store.engine.dispose()
 
 
@@ -220,8 +242,7 @@ def test_a_subagent_of_a_wait_after_the_cut_is_in_its_evidence_from_the_checkpoi
 
     from_cut = Read(store, auditor.policy_for).wait(rid, at + 10_000)
     assert [] == loads  # the tick and the GET read the suffix only
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
     whole = Read(store, auditor.policy_for).wait(rid, at + 10_000)
 
     assert from_cut is not None and whole is not None
@@ -259,11 +280,11 @@ def _rows(store: Store) -> dict[str, tuple[Any, ...]]:
 def test_a_tick_reads_the_recorded_verdicts_of_the_suffix_waits_only_whatever_the_age(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stored, "LONG", 50)
+    monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(db_url))
     ages = {"young": RUNS, "old": 5 * RUNS}  # 6 and 30 waits, every one but the last settled
     for thread, runs in ages.items():
-        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
+        lines = [{**line, "threadId": thread} for line in _runs(runs)]
         _ingest(store, lines, START)
     now = START + 1_000_000
     auditor = Auditor(store, (QUIET,))
@@ -299,8 +320,7 @@ def test_the_list_of_open_waits_reads_a_changed_long_thread_from_its_checkpoint(
     now = START + 100_000
     auditor = Auditor(store, (QUIET,))
     auditor.tick(now)
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)  # the thread is dirty: every wait of it is a candidate
+    _new_run(store, now)  # the thread is dirty: every wait of it is a candidate
     loads = _whole_loads(monkeypatch)
     real = repo.load_threads  # and the read of whole threads of Store.threads
     monkeypatch.setattr(
@@ -309,8 +329,7 @@ def test_the_list_of_open_waits_reads_a_changed_long_thread_from_its_checkpoint(
 
     resumed = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
     assert [] == loads  # the settled waits are neither read nor evaluated
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
     whole = _listed(store, auditor.policy_for, {"WAITING"}, 100, now + 1000)
 
     assert [f"{THREAD}/approve-{RUNS}"] == [w["requestId"] for w in resumed]
@@ -364,42 +383,12 @@ def test_the_list_of_every_state_from_a_checkpoint_is_the_whole_threads_list(
     limits = (1, 2, 3, 100)
 
     resumed = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
     whole = [_listed(store, auditor.policy_for, every, n, later + 1000) for n in limits]
 
     assert f"{THREAD}/approve-10" == resumed[0][0]["requestId"]
     assert whole == resumed
     assert RUNS // 10 + 1 == len(resumed[-1])
-
-
-def test_what_the_prefix_holds_of_the_suffixs_ids_is_looked_up_not_read_by_age(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # SQLite's VM steps of the statement asking which of the suffix's ids the prefix holds
-    # (store.checkpoint.seen), for the GET of the open wait of a thread at two ages.
-    monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
-    ages = {"young": RUNS, "old": 10 * RUNS}
-    for thread, runs in ages.items():
-        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
-        _ingest(store, lines, START)
-    now = START + 1_000_000
-    auditor = Auditor(store, (QUIET,))
-    auditor.tick(now)
-    # the ids asked, in one statement
-    steps = _vm_steps(store, lambda statement: statement.startswith("SELECT 'r'"))
-
-    def asked(thread: str) -> int:
-        steps[0] = 0
-        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
-        assert body is not None and "WAITING" == body["state"]
-        return steps[0]
-
-    young, old = asked("young"), asked("old")
-    store.engine.dispose()
-
-    assert 0 < old <= young * 1.2 + 50, (young, old)
 
 
 def _vm_steps(store: Store, asking: Callable[[str], bool]) -> list[int]:
@@ -444,11 +433,7 @@ def _crew_run(i: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def crew_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(db_url))
-    _ingest(store, [line for i in range(1, RUNS + 1) for line in _crew_run(i)], START)
-    yield store
-    store.engine.dispose()
+    yield from _long(db_url, monkeypatch, _runs(run=_crew_run))
 
 
 def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_its_cut(
@@ -458,8 +443,7 @@ def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_it
     now = START + 100_000
     auditor = _cut_at_last_run(store, QUIET, now)
     loads = _whole_loads(monkeypatch)
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)
+    _new_run(store, now)
     auditor.tick(now + 600_000)
     last = f"{THREAD}/{THREAD}@run-{RUNS}"  # the id was used before: `@run`
     from_cut = Read(store, auditor.policy_for).wait(last, now + 600_000)
@@ -467,8 +451,7 @@ def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_it
     assert [] == loads  # the tick and the GET read the suffix only
     assert _whole(store, now + 600_000) == _states(store)
     assert "WAITING" == _states(store)[last][0]
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
     whole = Read(store, auditor.policy_for).wait(last, now + 600_000)
     assert from_cut is not None and whole is not None
     from_cut.pop("evaluatedAt")
@@ -476,105 +459,16 @@ def test_a_thread_reusing_one_interrupt_id_and_scripted_call_ids_resumes_from_it
     assert whole == from_cut
 
 
-def test_an_answer_naming_the_reused_interrupt_id_before_it_is_asked_again_ends_the_cut(
-    crew_thread: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = crew_thread
-    now = START + 100_000
-    auditor = Auditor(store, (QUIET,))
-    auditor.tick(now)
-    with store.engine.connect() as c:
-        assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
-    loads = _whole_loads(monkeypatch)
-    # A run after the cut answers the thread's id before the run after the cut asks with it
-    # (arriving late): the latest wait with that id is then a settled one, before the cut.
-    run, at = "run-again", START + RUNS * 1000 + 1
-    again = [
-        {
-            "threadId": THREAD,
-            "runId": run,
-            "messages": [],
-            "resume": [{"interruptId": THREAD, "status": "cancelled", "payload": {}}],
-            "timestamp": at,
-        },
-        {"type": "RUN_STARTED", "threadId": THREAD, "runId": run, "timestamp": at},
-        {"type": "RUN_FINISHED", "threadId": THREAD, "runId": run, "timestamp": at},
-    ]
-    _ingest(store, again, at)
-    auditor.tick(now + 600_000)
-
-    assert [[THREAD]] == loads
-    assert _whole(store, now + 600_000) == _states(store)
-
-
 def _counts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    real = stored._prefix_count
+    real = suffix._prefix_count
 
     def spy(conn: Any, cp: Any) -> int:
         calls.append(cp.thread_id)
         return real(conn, cp)
 
-    monkeypatch.setattr(stored, "_prefix_count", spy)
+    monkeypatch.setattr(suffix, "_prefix_count", spy)
     return calls
-
-
-def test_a_tick_after_a_new_event_does_not_count_the_prefix(
-    long_thread: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = long_thread
-    now = START + 100_000
-    auditor = Auditor(store, (QUIET,))
-    auditor.tick(now)
-    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
-    new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": now}
-    _ingest(store, [new], now)
-    auditor.tick(now + 600_000)
-
-    assert ([], []) == (counts, loads)  # the dirty mark's time is after the cut: none late
-    assert _whole(store, now + 600_000) == _states(store)
-
-
-def test_a_mark_from_facts_evaluated_already_counts_the_prefix_and_resumes(
-    long_thread: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = long_thread
-    now = START + 100_000
-    auditor = Auditor(store, (QUIET,))
-    auditor.tick(now)
-    # A mark that stayed (a unit came during the tick that took the checkpoint), its time
-    # that of a fact the checkpoint's evaluation had.
-    with store.engine.begin() as c:
-        c.execute(
-            text("INSERT INTO dirty_thread (thread_id, mark, early) VALUES (:t, 7, :at)"),
-            {"t": THREAD, "at": START},
-        )
-    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
-    auditor.tick(now + 600_000)
-
-    assert ([THREAD], []) == (counts, loads)  # counted: the same prefix, resumed
-    assert _whole(store, now + 600_000) == _states(store)
-
-
-def test_a_signal_naming_a_settled_wait_after_the_cut_makes_the_thread_evaluated_whole(
-    long_thread: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = long_thread
-    now = START + 100_000
-    auditor = Auditor(store, (QUIET,))
-    auditor.tick(now)
-    loads = _whole_loads(monkeypatch)
-    route = {
-        "type": "CUSTOM",
-        "name": "sidewatch.route",
-        "value": {"requestId": f"{THREAD}/approve-20", "delivered": True, "approverRef": "ops"},
-        "timestamp": now,
-    }
-    _ingest(store, [route], now)  # timed after the cut, about a wait before it
-    auditor.tick(now + 600_000)
-
-    assert [[THREAD]] == loads
-    assert _whole(store, now + 600_000) == _states(store)
 
 
 # Heartbeats matter: a wait waits on a fresh heartbeat and a resume handle.
@@ -599,13 +493,8 @@ def _beats_whole(store: Store, now: int) -> dict[str, Any]:
 def beating_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     """The long thread, beating thread-wide (spans: a row a beat here, no compaction gap)
     after every wait's approval, the last beat after the last wait."""
-    monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(db_url))
-    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
-    lines += [_thread_beat(START + i * 1000 + 500) for i in range(5, RUNS + 1, 10)]
-    _ingest(store, lines, START)
-    yield store
-    store.engine.dispose()
+    beats = [_thread_beat(START + i * 1000 + 500) for i in range(5, RUNS + 1, 10)]
+    yield from _long(db_url, monkeypatch, [*_runs(), *beats])
 
 
 def test_a_thread_beating_thread_wide_resumes_from_its_cut_with_the_beats_before_it(
@@ -632,30 +521,11 @@ def test_a_thread_beating_thread_wide_resumes_from_its_cut_with_the_beats_before
     beats = [i for i in whole[last][0] if type(i).__name__ == "Heartbeat"]
     assert len(beats) == len(range(5, RUNS + 1, 10)) + 1
     assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
     again = Read(store, auditor.policy_for).wait(last, now + 600_000)
     assert [[THREAD]] == loads  # evaluated whole: the same body, timeline and all
     assert again is not None and sum(i["kind"] == "heartbeat" for i in again["timeline"]) == 7
     assert again == body
-
-
-def test_a_thread_wide_beat_timed_before_the_cut_arriving_later_keeps_the_checkpoint(
-    beating_thread: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = beating_thread
-    now = START + 100_000
-    auditor = Auditor(store, (BEATING,))
-    auditor.tick(now)
-    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
-
-    _ingest(store, [_thread_beat(START + 1, handle=None)], now)  # a late one: handle gone
-    auditor.tick(now + 600_000)
-
-    # The prefix is counted (the mark is before the cut); its count has no thread-wide beat.
-    assert ([THREAD], []) == (counts, loads)
-    whole = _beats_whole(store, now + 600_000)
-    assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
 
 
 def _service(at: int, **thread: str) -> dict[str, Any]:
@@ -668,13 +538,8 @@ def _service(at: int, **thread: str) -> dict[str, Any]:
 @pytest.fixture
 def bound_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     """The long thread, bound to the service `billing` from its start (no run: every wait)."""
-    monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(db_url))
-    lines = [_service(START - 1, threadId=THREAD)]
-    lines += [line for i in range(1, RUNS + 1) for line in _run(i)]
-    _ingest(store, [*lines, _service(START + 30_000)], START)
-    yield store
-    store.engine.dispose()
+    lines = [_service(START - 1, threadId=THREAD), *_runs(), _service(START + 30_000)]
+    yield from _long(db_url, monkeypatch, lines)
 
 
 def test_a_thread_bound_to_a_service_resumes_from_its_cut_with_the_service_s_beats(
@@ -694,8 +559,7 @@ def test_a_thread_bound_to_a_service_resumes_from_its_cut_with_the_service_s_bea
     assert [] == loads  # the tick and the GET from the checkpoint
     whole = _beats_whole(store, now + 600_000)
     assert {r: (v.state.value, v.since) for r, (_, v) in whole.items()} == _states(store)
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
     again = Read(store, auditor.policy_for).wait(last, now + 600_000)
     assert again is not None and again["state"] == "WAITING"  # kept fresh by the service
     assert again == body
@@ -706,14 +570,10 @@ def run_bound_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[S
     """The long thread, its last wait's run bound to the service `billing` by an event timed
     before that run's start (so before the thread's cut), and a settled wait's run bound to
     it too, after the cut."""
-    monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(db_url))
-    lines = [line for i in range(1, RUNS + 1) for line in _run(i)]
+    lines = _runs()
     lines.append(_service(START + RUNS * 1000 - 1, threadId=THREAD, runId=f"run-{RUNS}"))
     lines.append(_service(START + 90_000, threadId=THREAD, runId="run-30"))
-    _ingest(store, [*lines, _service(START + 95_000)], START)
-    yield store
-    store.engine.dispose()
+    yield from _long(db_url, monkeypatch, [*lines, _service(START + 95_000)])
 
 
 def test_a_thread_with_a_service_bound_to_one_of_its_runs_resumes_from_its_cut(
@@ -732,7 +592,7 @@ def test_a_thread_with_a_service_bound_to_one_of_its_runs_resumes_from_its_cut(
     last = f"{THREAD}/approve-{RUNS}"
     body = Read(store, auditor.policy_for).wait(last, later)
     with store.engine.connect() as c:
-        (out,) = stored.evaluate_threads(c, [THREAD], auditor.policy_for, later, keep=False)
+        (out,) = evaluation.evaluate_threads(c, [THREAD], auditor.policy_for, later, keep=False)
 
     assert [] == loads  # the tick, the GET and the evaluation from the checkpoint
     whole = _beats_whole(store, later)
@@ -745,44 +605,9 @@ def test_a_thread_with_a_service_bound_to_one_of_its_runs_resumes_from_its_cut(
     beats = [i for i in w.evidence.items if type(i).__name__ == "Heartbeat"]
     assert [b.at for b in beats] == [START + RUNS * 1000 - 1, START + 95_000, later - 100_000]
     assert w.verdict is not None and w.verdict.state.value == "WAITING"  # fresh: the service
-    with store.engine.begin() as c:
-        c.execute(text("DELETE FROM thread_checkpoint"))
+    _drop_checkpoints(store)
     assert Read(store, auditor.policy_for).wait(last, later) == body
     assert [[THREAD]] == loads  # evaluated whole: the same body
-
-
-def test_the_bindings_of_the_suffix_s_runs_are_looked_up_not_read_by_age(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # SQLite's VM steps of the statements reading service bindings, for the GET of the open
-    # wait of a thread at two ages, each wait's run bound to the service (a binding a wait).
-    monkeypatch.setattr(stored, "LONG", 50)
-    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
-    ages = {"young": RUNS, "old": 10 * RUNS}
-    for thread, runs in ages.items():
-        lines = [{**line, "threadId": thread} for i in range(1, runs + 1) for line in _run(i)]
-        binds = [
-            _service(START + i * 1000 + 1, threadId=thread, runId=f"run-{i}")
-            for i in range(10, runs + 1, 10)
-        ]
-        _ingest(store, [*lines, *binds, _service(START + 11 * RUNS * 1000)], START)
-    now = START + 1_000_000
-    auditor = Auditor(store, (BEATING,))
-    auditor.tick(now)
-    steps = _vm_steps(store, lambda statement: "FROM service_binding" in statement)
-
-    def asked(thread: str) -> int:
-        steps[0] = 0
-        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
-        assert body is not None and "WAITING" == body["state"]  # fresh: its run's service
-        return steps[0]
-
-    loads = _whole_loads(monkeypatch)
-    young, old = asked("young"), asked("old")
-    store.engine.dispose()
-
-    assert [] == loads  # both from their checkpoints
-    assert 0 < old <= young * 1.2 + 50, (young, old)
 
 
 def _cut_at_last_run(store: Store, policy: Policy, now: int) -> Auditor:
@@ -794,3 +619,157 @@ def _cut_at_last_run(store: Store, policy: Policy, now: int) -> Auditor:
         (cut,) = c.execute(text("SELECT cut FROM thread_checkpoint")).one()
     assert cut == START + RUNS * 1000
     return auditor
+
+
+def _stayed_mark(store: Store, now: int) -> None:
+    # A mark that stayed (a unit came during the tick that took the checkpoint), its time
+    # that of a fact the checkpoint's evaluation had.
+    with store.engine.begin() as c:
+        c.execute(
+            text("INSERT INTO dirty_thread (thread_id, mark, early) VALUES (:t, 7, :at)"),
+            {"t": THREAD, "at": START},
+        )
+
+
+def _late_thread_beat(store: Store, now: int) -> None:
+    _ingest(store, [_thread_beat(START + 1, handle=None)], now)  # a late one: handle gone
+
+
+@pytest.mark.parametrize(
+    ("thread", "policy", "change", "counted"),
+    [
+        # The dirty mark's time is after the cut: none late, the prefix is not counted.
+        ("long_thread", QUIET, _new_run, False),
+        # Counted: the same prefix, resumed.
+        ("long_thread", QUIET, _stayed_mark, True),
+        # Counted (the mark is before the cut); its count has no thread-wide beat.
+        ("beating_thread", BEATING, _late_thread_beat, True),
+    ],
+    ids=["new-event-not-counted", "mark-of-facts-evaluated-counted", "late-thread-beat-kept"],
+)
+def test_the_prefix_is_counted_only_after_a_mark_before_the_cut_and_the_checkpoint_holds(
+    thread: str,
+    policy: Policy,
+    change: Callable[[Store, int], None],
+    counted: bool,
+    db_url: str,  # the stores the thread's fixture is made in, each
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store: Store = request.getfixturevalue(thread)
+    now = START + 100_000
+    auditor = Auditor(store, (policy,))
+    auditor.tick(now)
+    counts, loads = _counts(monkeypatch), _whole_loads(monkeypatch)
+    change(store, now)
+    auditor.tick(now + 600_000)
+
+    assert ([THREAD] if counted else [], []) == (counts, loads)
+    assert _whole(store, now + 600_000, policy) == _states(store)
+
+
+def _answer_reused_id(store: Store, now: int) -> None:
+    # A run after the cut answers the thread's id before the run after the cut asks with it
+    # (arriving late): the latest wait with that id is then a settled one, before the cut.
+    run, at = "run-again", START + RUNS * 1000 + 1
+    again = [
+        {
+            "threadId": THREAD,
+            "runId": run,
+            "messages": [],
+            "resume": [{"interruptId": THREAD, "status": "cancelled", "payload": {}}],
+            "timestamp": at,
+        },
+        {"type": "RUN_STARTED", "threadId": THREAD, "runId": run, "timestamp": at},
+        {"type": "RUN_FINISHED", "threadId": THREAD, "runId": run, "timestamp": at},
+    ]
+    _ingest(store, again, at)
+
+
+def _route_settled_wait(store: Store, now: int) -> None:
+    route = {
+        "type": "CUSTOM",
+        "name": "sidewatch.route",
+        "value": {"requestId": f"{THREAD}/approve-20", "delivered": True, "approverRef": "ops"},
+        "timestamp": now,
+    }
+    _ingest(store, [route], now)  # timed after the cut, about a wait before it
+
+
+@pytest.mark.parametrize(
+    ("thread", "change"),
+    [("crew_thread", _answer_reused_id), ("long_thread", _route_settled_wait)],
+    ids=["answer-naming-the-reused-interrupt-id", "signal-naming-a-settled-wait"],
+)
+def test_a_fact_after_the_cut_about_a_wait_before_it_makes_the_thread_evaluated_whole(
+    thread: str,
+    change: Callable[[Store, int], None],
+    db_url: str,  # the stores the thread's fixture is made in, each
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store: Store = request.getfixturevalue(thread)
+    now = START + 100_000
+    auditor = Auditor(store, (QUIET,))
+    auditor.tick(now)
+    assert 1 == _checkpoints(store)
+    loads = _whole_loads(monkeypatch)
+    change(store, now)
+    auditor.tick(now + 600_000)
+
+    assert [[THREAD]] == loads
+    assert _whole(store, now + 600_000) == _states(store)
+
+
+def _bindings(thread: str, runs: int) -> list[dict[str, Any]]:
+    """Each wait's run bound to the service (a binding a wait), and a beat of it."""
+    binds = [
+        _service(START + i * 1000 + 1, threadId=thread, runId=f"run-{i}")
+        for i in range(10, runs + 1, 10)
+    ]
+    return [*binds, _service(START + 11 * RUNS * 1000)]
+
+
+@pytest.mark.parametrize(
+    ("policy", "bound", "asking"),
+    [
+        # The statement asking which of the suffix's ids the prefix holds (store.suffix.seen):
+        # the ids asked, in one statement.
+        (QUIET, False, lambda statement: statement.startswith("SELECT 'r'")),
+        # The statements reading service bindings, each wait's run bound to the service.
+        (BEATING, True, lambda statement: "FROM service_binding" in statement),
+    ],
+    ids=["the-prefix-s-ids", "the-bindings-of-the-suffix-s-runs"],
+)
+def test_what_a_get_from_the_checkpoint_asks_is_looked_up_not_read_by_age(
+    policy: Policy,
+    bound: bool,
+    asking: Callable[[str], bool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SQLite's VM steps of the statements `asking` picks, for the GET of the open wait of a
+    # thread at two ages.
+    monkeypatch.setattr(evaluation, "LONG", 50)
+    store = Store(open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    ages = {"young": RUNS, "old": 10 * RUNS}
+    for thread, runs in ages.items():
+        lines = [{**line, "threadId": thread} for line in _runs(runs)]
+        _ingest(store, [*lines, *(_bindings(thread, runs) if bound else ())], START)
+    now = START + 1_000_000
+    auditor = Auditor(store, (policy,))
+    auditor.tick(now)
+    steps = _vm_steps(store, asking)
+
+    def asked(thread: str) -> int:
+        steps[0] = 0
+        body = Read(store, auditor.policy_for).wait(f"{thread}/approve-{ages[thread]}", now)
+        assert body is not None and "WAITING" == body["state"]  # bound: fresh, its service
+        return steps[0]
+
+    loads = _whole_loads(monkeypatch)
+    young, old = asked("young"), asked("old")
+    store.engine.dispose()
+
+    assert [] == loads  # both from their checkpoints
+    assert 0 < old <= young * 1.2 + 50, (young, old)
