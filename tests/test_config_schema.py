@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from sidewatch.config import Config, load_config, parse_duration
-from sidewatch.config_schema import _spelled, json_schema, parse
+from sidewatch.config import Config, parse_duration
+from sidewatch.config_schema import json_schema, load_config, parse
+from sidewatch.config_values import spelled
 from sidewatch.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.yaml"
@@ -106,7 +107,7 @@ def test_store_retention_is_a_duration_of_30_days_by_default() -> None:
 
 @given(st.integers(min_value=0, max_value=400 * 86_400_000))
 def test_a_spelled_duration_parses_back_to_itself(ms: int) -> None:
-    assert ms == parse_duration(_spelled(ms))
+    assert ms == parse_duration(spelled(ms))
 
 
 def test_waits_frontend_tools_are_glob_patterns_none_by_default() -> None:

@@ -21,14 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sidewatch.config import (
-    Config,
-    listen_problem,
-    load_config,
-    parse_duration,
-    read_config_file,
-    read_token_files,
-)
+from sidewatch.config import Config, listen_problem, parse_duration
+from sidewatch.config_schema import load_config, read_config_file, read_token_files
 from sidewatch.errors import ConfigError, SidewatchError, StoreRefused, TooLarge
 
 if TYPE_CHECKING:
