@@ -30,8 +30,6 @@ WORDS = {
     "extra_forbidden": "unknown key (known: {known})",
     "model_type": "must be a mapping",
     "bool_type": "must be true or false",
-    "int_type": "must be a whole number",
-    "string_type": "must be a string",
     "literal_error": "must be {expected}",  # 'plain' or 'keyed': unquoted
     "enum": "must be {expected}",
 }

@@ -142,3 +142,28 @@ def test_frontend_tool_patterns_with_closed_sets_are_taken() -> None:
     patterns = ["confirm_*", "approve_[ab]", "deny_[!x]?", "ok_[]]"]
 
     assert tuple(patterns) == load_config({"waits": {"frontendTools": patterns}}, {}).frontend_tools
+
+
+def _keys(schema: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every key path of the file, through mappings and lists of them (by its JSON Schema)."""
+    out = []
+    for key, prop in schema.get("properties", {}).items():
+        out.append((*path, key))
+        refs = [prop, prop.get("items", {}), *prop.get("anyOf", [])]
+        for ref in (r["$ref"] for r in refs if "$ref" in r):
+            out += _keys(json_schema()["$defs"][ref.rsplit("/", 1)[1]], (*path, key))
+    return out
+
+
+@pytest.mark.parametrize("key", _keys(json_schema()), ids=".".join)
+def test_every_key_says_a_wrong_value_s_problem_in_sidewatch_s_words(key: tuple[str, ...]) -> None:
+    data: Any = {"wrong": [1.5]}
+    for part in reversed(key):
+        data = {part: data}
+        if part in ("policies", "tokens"):
+            data = {part: [data[part]] if isinstance(data[part], dict) else data[part]}
+
+    with pytest.raises(ConfigError) as err:
+        load_config(data, {})
+
+    assert [] == [p for p in err.value.problems if "Input should" in p or "Value error" in p]
