@@ -43,8 +43,8 @@ import orjson
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
-from sidewatch.store.newstore import SCHEMA, statements
 from sidewatch.store.repo import Store
+from sidewatch.store.sqlite_schema import SCHEMA, statements
 
 T0 = 1_785_081_600_000
 

@@ -1,22 +1,16 @@
-"""Configuration: the frozen `Config` a daemon or command runs with, and a pure
-`load_config(data, env)` that returns it or raises one `ConfigError` listing every problem.
-The file's keys, their checks and their wording are pydantic models in `config_schema`, loaded
-only when a file is parsed; the shell (`read_config_file`) only reads the YAML."""
+"""Configuration: the frozen `Config` a daemon or command runs with, its parts and defaults,
+and the checks of a value the command line shares (durations, listen addresses). The file is
+read, checked and loaded into a `Config` by `config_schema` (`load_config`)."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from sidewatch.core.model import Code
 from sidewatch.core.policy import DEFAULT_POLICY, Policy
-from sidewatch.errors import ConfigError
 
 DEFAULT_DB_URL = "sqlite:///./sidewatch.db"
 DEFAULT_LISTEN = "127.0.0.1:9477"
@@ -173,24 +167,6 @@ def parse_duration(value: Any) -> int:
     raise ValueError(f"{value!r} is not a duration such as 30s, 5m or 1h")
 
 
-def load_config(
-    data: Mapping[str, Any] | None,
-    env: Mapping[str, str],
-    source: str = "config",
-    files: Mapping[str, str | None] | None = None,
-) -> Config:
-    """The frozen config from parsed YAML (None: no file), the environment, and the contents of
-    the token files it names (`files`: path -> content, None when unreadable; read by the
-    shell with `read_token_files`)."""
-    if data is None and not any(
-        env.get(v) for v in (ENV_DB_URL, ENV_REF_KEY, ENV_NATS_URL, *ENV_TOKENS)
-    ):
-        return Config()  # nothing to parse: the defaults (a test holds them equal to parse's)
-    from sidewatch.config_schema import parse  # noqa: PLC0415 (pydantic: only to parse a file)
-
-    return parse(data, env, source, files or {})
-
-
 def listen_problem(listen: Any) -> str | None:
     """What is wrong with a `HOST:PORT` to listen on, as `serve` would find it; None if
     nothing (the address may still be taken, which only binding can tell)."""
@@ -209,35 +185,3 @@ def listen_problem(listen: Any) -> str | None:
 
 
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})$")
-
-
-def read_token_files(data: Mapping[str, Any] | None) -> dict[str, str | None]:
-    """The contents of every `tokenFile` the parsed config names (None: unreadable)."""
-    out: dict[str, str | None] = {}
-    server = data.get("server") if isinstance(data, Mapping) else None
-    tokens = server.get("tokens") if isinstance(server, Mapping) else None
-    for item in tokens if isinstance(tokens, list) else []:
-        path = item.get("tokenFile") if isinstance(item, Mapping) else None
-        if isinstance(path, str):
-            try:
-                out[path] = Path(path).read_text(encoding="utf-8")
-            except OSError:
-                out[path] = None
-    return out
-
-
-def read_config_file(path: str | None) -> Mapping[str, Any] | None:
-    """The parsed YAML of `path` (None: no file). Raises ConfigError when unreadable."""
-    if path is None:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError([f"cannot read: {e.strerror or e}"], source=path) from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError([f"not valid YAML: {e}".replace("\n", " ")], source=path) from e
-    if data is not None and not isinstance(data, Mapping):
-        raise ConfigError(["the file must hold a mapping at its top level"], source=path)
-    return data

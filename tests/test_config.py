@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sidewatch.config import (
-    DEFAULT_DB_URL,
-    Config,
-    NatsSource,
-    load_config,
-    parse_duration,
-    read_token_files,
-)
+from sidewatch.config import DEFAULT_DB_URL, Config, NatsSource, parse_duration
+from sidewatch.config_schema import load_config, read_token_files
 from sidewatch.core.model import Code
 from sidewatch.core.policy import Need, ReceiptKind
 from sidewatch.errors import ConfigError
@@ -137,10 +131,11 @@ def test_every_nats_problem_is_reported_at_once() -> None:
         load_config(data, {})
 
     assert [
-        "nats.queue: unknown key",
+        "nats.queue: unknown key (known: ackWait, batch, durable, retryDelay, stream, subject, "
+        "url)",
         "nats.url: must be a URL such as nats://127.0.0.1:4222",
-        "nats.stream: required, the name of an existing stream: 1 to 128 letters, digits, _ or -",
-        "nats.durable: the durable consumer's name: 1 to 128 letters, digits, _ or -",
+        "nats.stream: must be the name of an existing stream: 1 to 128 letters, digits, _ or -",
+        "nats.durable: must be the durable consumer's name: 1 to 128 letters, digits, _ or -",
         "nats.subject: must be a subject such as agui.> (no spaces), or unset",
         "nats.batch: must be a whole number of messages from 1 to 1000",
         "nats.ackWait: must be at least 1s",
@@ -196,13 +191,14 @@ def test_every_problem_is_reported_at_once() -> None:
 
     assert [
         "privacy.approverRefKey: must be a string of at least 16 characters",
-        "policies[0] (a).what: unknown key",
+        "policies[0] (a).what: unknown key (known: decisions, evidence, heartbeatFreshness, "
+        "match, name, receipt, requireAcknowledgement, resumeGrace, routeGrace)",
         "policies[0] (a).match.tools: must be a list of glob patterns",
         "policies[0] (a).routeGrace: must not be negative",
         "policies[1].name: 'a' is used twice",
         "policies[1] (a): the last policy is the default and must have no match",
-        "policies[1] (a).evidence.route: must be one of required, ignored",
-        "policies[1] (a).evidence.disk: unknown item (known: route, handle, heartbeat)",
+        "policies[1] (a).evidence.disk: unknown key (known: handle, heartbeat, route)",
+        "policies[1] (a).evidence.route: must be required or ignored",
     ] == err.value.problems
     assert str(err.value).startswith("my.yaml: 8 problems:")
 

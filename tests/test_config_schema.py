@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from sidewatch.config import Config, load_config, parse_duration
-from sidewatch.config_schema import _spelled, json_schema, parse
+from sidewatch.config import Config, parse_duration
+from sidewatch.config_schema import json_schema, load_config, parse
+from sidewatch.config_values import spelled
 from sidewatch.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config.example.yaml"
@@ -106,7 +107,7 @@ def test_store_retention_is_a_duration_of_30_days_by_default() -> None:
 
 @given(st.integers(min_value=0, max_value=400 * 86_400_000))
 def test_a_spelled_duration_parses_back_to_itself(ms: int) -> None:
-    assert ms == parse_duration(_spelled(ms))
+    assert ms == parse_duration(spelled(ms))
 
 
 def test_waits_frontend_tools_are_glob_patterns_none_by_default() -> None:
@@ -141,3 +142,28 @@ def test_frontend_tool_patterns_with_closed_sets_are_taken() -> None:
     patterns = ["confirm_*", "approve_[ab]", "deny_[!x]?", "ok_[]]"]
 
     assert tuple(patterns) == load_config({"waits": {"frontendTools": patterns}}, {}).frontend_tools
+
+
+def _keys(schema: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every key path of the file, through mappings and lists of them (by its JSON Schema)."""
+    out = []
+    for key, prop in schema.get("properties", {}).items():
+        out.append((*path, key))
+        refs = [prop, prop.get("items", {}), *prop.get("anyOf", [])]
+        for ref in (r["$ref"] for r in refs if "$ref" in r):
+            out += _keys(json_schema()["$defs"][ref.rsplit("/", 1)[1]], (*path, key))
+    return out
+
+
+@pytest.mark.parametrize("key", _keys(json_schema()), ids=".".join)
+def test_every_key_says_a_wrong_value_s_problem_in_sidewatch_s_words(key: tuple[str, ...]) -> None:
+    data: Any = {"wrong": [1.5]}
+    for part in reversed(key):
+        data = {part: data}
+        if part in ("policies", "tokens"):
+            data = {part: [data[part]] if isinstance(data[part], dict) else data[part]}
+
+    with pytest.raises(ConfigError) as err:
+        load_config(data, {})
+
+    assert [] == [p for p in err.value.problems if "Input should" in p or "Value error" in p]

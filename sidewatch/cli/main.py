@@ -8,180 +8,22 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
-from functools import wraps
-from importlib.resources import files
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from sidewatch.config import (
-    Config,
-    listen_problem,
-    load_config,
-    parse_duration,
-    read_config_file,
-    read_token_files,
-)
-from sidewatch.errors import ConfigError, SidewatchError, StoreRefused, TooLarge
-
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-    from sidewatch.store.repo import Store
+from sidewatch.cli.audit import audit_cmd, demo, report_cmd
+from sidewatch.cli.db import db
+from sidewatch.cli.options import config_of, config_option, db_option, one_line_errors, opened_store
+from sidewatch.config import Config, listen_problem
+from sidewatch.config_schema import json_schema, load_config, read_config_file, read_token_files
+from sidewatch.errors import StoreRefused, TooLarge
 
 # The heavy imports (SQLAlchemy, Alembic, ag-ui's models, uvicorn) happen inside the commands
-# that use them: PLC0415 is waived for this module in pyproject.toml.
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-DEMO_AT = "2026-07-26T16:30:00Z"
-
-
-def _one_line_errors(fn: F) -> F:
-    """A SidewatchError becomes a one-line message (the config's list, for config errors)
-    and exit 1, never a traceback."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ConfigError as e:
-            click.echo(f"sidewatch: error: {e}", err=True)  # the list of every problem
-            sys.exit(1)
-        except SidewatchError as e:
-            # One line, even when a driver's message spans several.
-            click.echo(f"sidewatch: error: {' '.join(str(e).split())}", err=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            click.echo("sidewatch: interrupted; every unit already reported stays stored", err=True)
-            sys.exit(130)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _config(config_path: str | None, db: str | None) -> Config:
-    data = read_config_file(config_path)
-    cfg = load_config(data, os.environ, config_path or "config", read_token_files(data))
-    return replace(cfg, db_url=db) if db else cfg
-
-
-@contextmanager
-def _store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
-    """The configured store, closed however the command ends (an error included: a pooled
-    PostgreSQL connection would otherwise stay open). A read-only command never changes the
-    schema and creates nothing: it refuses a store that does not exist, holds no sidewatch
-    schema, or is not at the newest migration."""
-    from sidewatch.store.db import Limits, open_store, require_head
-
-    if read_only:
-        _refuse_missing_file(cfg.db_url)
-    engine = open_store(
-        cfg.db_url,
-        migrate=not read_only,
-        busy_timeout_ms=cfg.store_busy_timeout_ms,
-        limits=Limits.of(cfg),
-        heartbeat_gap_ms=cfg.heartbeat_gap_ms,
-    )
-    try:
-        if read_only:
-            _refuse_unmigrated(engine)
-            require_head(engine)
-        yield engine
-    finally:
-        engine.dispose()
-
-
-_CREATE_HINT = "`sidewatch ingest --db URL FILE` or `sidewatch db upgrade --db URL` creates one"
-
-
-def _refuse_missing_file(url: str) -> None:
-    """An SQLite store named by a file that is not there: a typo, not an empty store."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return  # open_store says what is wrong with it
-    database = parsed.database
-    if not parsed.drivername.startswith("sqlite") or not database or database == ":memory:":
-        return
-    if not database.startswith("file:") and not Path(database).exists():
-        raise SidewatchError(f"store {url} does not exist (nothing was created); {_CREATE_HINT}")
-
-
-def _refuse_unmigrated(engine: Engine) -> None:
-    """A store that holds no sidewatch schema: another application's database, or an empty
-    one. Audited, it would look like an all-clear."""
-    from sqlalchemy import inspect
-
-    from sidewatch.store.db import classified
-
-    name = engine.url.render_as_string(hide_password=True)
-    with classified(f"store {name} is unavailable", f"store {name} refused a query"):
-        tables = set(inspect(engine).get_table_names())
-    if not {"alembic_version", "interrupt"} <= tables:
-        raise SidewatchError(f"store {name} has no sidewatch schema; {_CREATE_HINT}")
-
-
-def _parse_window(value: str) -> int:
-    """A window's length: a duration with its unit (a bare `24` would be read as seconds,
-    rarely what was meant), longer than nothing."""
-    if value.strip().isdigit() and int(value) != 0:
-        raise click.BadParameter(
-            f"{value!r} has no unit: say {value.strip()}h, {value.strip()}m or {value.strip()}s",
-            param_hint="--window",
-        )
-    try:
-        window_ms = parse_duration(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--window") from None
-    if window_ms <= 0:
-        raise click.BadParameter(f"{value!r} is an empty window", param_hint="--window")
-    return window_ms
-
-
-def _iso(ms: int) -> str:
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    )
-
-
-def _parse_at(value: str | None) -> int:
-    if value is None or value == "now":
-        return int(time.time() * 1000)
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not an ISO 8601 time such as 2026-07-26T16:30:00Z", param_hint="--at"
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
-
-
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="YAML config file (see config.example.yaml). Without one, defaults apply.",
-)
-db_option = click.option(
-    "--db",
-    default=None,
-    metavar="URL",
-    help="Store URL, overriding the config and SIDEWATCH_DB_URL "
-    "(default sqlite:///./sidewatch.db; postgresql+psycopg://… for PostgreSQL).",
-)
+# that use them: PLC0415 is waived for cli/ in pyproject.toml.
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -243,7 +85,7 @@ def _few_collections() -> Iterator[None]:
 @config_option
 @db_option
 @click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
-@_one_line_errors
+@one_line_errors
 def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> None:
     """Ingest files of AG-UI traffic and evidence events (- is standard input).
 
@@ -261,10 +103,10 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     from sidewatch.app.ingest import Ingest, ref_protector
     from sidewatch.store.repo import Store
 
-    cfg = _config(config_path, db)
+    cfg = config_of(config_path, db)
     any_rejected = False
     show_progress = sys.stderr.isatty()
-    with _store(cfg) as engine:
+    with opened_store(cfg) as engine:
         store = Store(engine, cfg.heartbeat_gap_ms)
         ingest = Ingest(store, ref_protector(engine, cfg), cfg)
         for n, path in enumerate(paths, start=1):
@@ -296,82 +138,6 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     sys.exit(1 if any_rejected else 0)
 
 
-@cli.command(name="audit")
-@config_option
-@db_option
-@click.option(
-    "--at",
-    "at",
-    default=None,
-    metavar="ISO8601",
-    help="Evaluation time, e.g. 2026-07-26T16:30:00Z (default: now). Evidence after it is ignored.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="A table for people, or the JSON verdict objects.",
-)
-@click.option("--open", "only_open", is_flag=True, help="Only waits that are still open.")
-@_one_line_errors
-def audit_cmd(
-    config_path: str | None, db: str | None, at: str | None, fmt: str, only_open: bool
-) -> None:
-    """Classify every known wait at a time and print the verdicts (read-only)."""
-    from sidewatch.store.repo import Store
-
-    at_ms = _parse_at(at)
-    cfg = _config(config_path, db)
-    with _store(cfg, read_only=True) as engine:
-        _print_audit(Store(engine), cfg, at_ms, fmt, only_open)
-
-
-def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: bool) -> None:
-    import orjson
-
-    from sidewatch.app.audit import audit
-    from sidewatch.report.verdicts import audit_json, audit_table
-
-    waits = [
-        (a.evidence, a.verdict)
-        for a in audit(store, cfg.policies, at_ms)
-        if not (only_open and a.verdict.closed)
-    ]
-    if fmt == "json":
-        click.echo(orjson.dumps(audit_json(at_ms, waits), option=orjson.OPT_INDENT_2).decode())
-    else:
-        click.echo(audit_table(at_ms, waits))
-
-
-@cli.command()
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
-@_one_line_errors
-def demo(fmt: str) -> None:
-    """Load the reference six-request scenario into a throw-away store and audit it.
-
-    One request of each kind: a healthy WAITING wait, a STALE one, an UNROUTABLE one, an
-    ORPHANED one, one STUCK_AFTER_DECISION and one CLOSED_BY_DECLINE, evaluated at
-    2026-07-26T16:30:00Z with the default policy. Needs no set-up and touches no store of yours.
-    """
-    from sidewatch.app.ingest import Ingest, ref_protector
-    from sidewatch.store.repo import Store
-
-    body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
-    with tempfile.TemporaryDirectory(prefix="sidewatch-demo-") as tmp:
-        cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
-        with _store(cfg) as engine:
-            store = Store(engine)
-            ingest = Ingest(store, ref_protector(engine, cfg), cfg)
-            ingest.unit(
-                ingest.read("seed-audit.ndjson", body, None, "identity", _parse_at(DEMO_AT))
-            )
-            _print_audit(store, cfg, _parse_at(DEMO_AT), fmt, False)
-
-
 @cli.command()
 @config_option
 @db_option
@@ -399,7 +165,7 @@ def demo(fmt: str) -> None:
     help="Never change the schema: refuse a store that is not at the newest migration "
     "(for deployments that run `sidewatch db upgrade` as a separate step).",
 )
-@_one_line_errors
+@one_line_errors
 def serve(
     config_path: str | None,
     db: str | None,
@@ -434,11 +200,11 @@ def serve(
         raise click.BadParameter(f"{listen!r}: {problem}", param_hint="--listen")
     from sidewatch.daemon.serve import serve as run_daemon
 
-    cfg = _config(config_path, db)
+    cfg = config_of(config_path, db)
     level = {"debug": 10, "info": 20, "warning": 30, "error": 40}[log_level]
 
     def reread() -> Config:  # at SIGHUP: the file again, with the same command-line overrides
-        again = _config(config_path, db)
+        again = config_of(config_path, db)
         return replace(again, listen=listen) if listen else again
 
     run_daemon(
@@ -450,140 +216,6 @@ def serve(
     )
 
 
-@cli.command(name="report")
-@config_option
-@db_option
-@click.option(
-    "--at", "at", default=None, metavar="ISO8601", help="End of the window (default: now)."
-)
-@click.option(
-    "--window",
-    default="24h",
-    show_default=True,
-    metavar="DURATION",
-    help="Length of the window, with its unit: 24h, 7d, 90m (a bare number is refused).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["md", "html", "json"]),
-    default="md",
-    show_default=True,
-    help="Markdown for chat, HTML with charts, JSON for machines.",
-)
-@click.option(
-    "--output",
-    default=None,
-    type=click.Path(),
-    metavar="PATH",
-    help="Write here (atomically) instead of standard output; a directory gets "
-    "sidewatch-report-YYYY-MM-DD.<format>.",
-)
-@_one_line_errors
-def report_cmd(
-    config_path: str | None,
-    db: str | None,
-    at: str | None,
-    window: str,
-    fmt: str,
-    output: str | None,
-) -> None:
-    """The audit report of the window ending at --at: counts per state, every problem wait
-    with its evidence, owner, next safe move and thresholds, transitions, latency
-    percentiles, the longest waits, protocol findings, ingest health, and the change since
-    the previous window."""
-    from sidewatch.app.report import render, report, report_name, write_atomic
-    from sidewatch.report.verdicts import FIRST_MS
-    from sidewatch.store.repo import Store
-
-    window_ms = _parse_window(window)
-    end = _parse_at(at)
-    if end - window_ms < FIRST_MS:  # its charts need a calendar date at every tick
-        hint = "--at" if end - FIRST_MS < 86_400_000 else "--window"
-        raise click.BadParameter(
-            f"the window must start after the year 1 ({window} before {_iso(end)} does not)",
-            param_hint=hint,
-        )
-    cfg = _config(config_path, db)
-    with _store(cfg, read_only=True) as engine:
-        body = render(report(Store(engine), cfg.policies, end, window_ms), fmt, cfg.external_url)
-    if output is None:
-        click.echo(body.decode(), nl=False)
-        return
-    path = Path(output)
-    if path.is_dir():
-        path = path / report_name(end, fmt)
-    write_atomic(path, body)
-    click.echo(f"wrote {path}", err=True)
-
-
-@cli.group()
-def db() -> None:
-    """The store's schema (Alembic migrations)."""
-
-
-@db.command(name="upgrade")
-@config_option
-@db_option
-@_one_line_errors
-def db_upgrade(config_path: str | None, db: str | None) -> None:
-    """Apply every migration the store lacks (`serve` and `ingest` also do this on start;
-    `audit` and `report` never change the schema)."""
-    from sidewatch.store.db import Limits, open_store, revision, upgrade
-
-    cfg = _config(config_path, db)
-    engine = open_store(cfg.db_url, migrate=False, limits=Limits.of(cfg))
-    try:
-        before, _ = revision(engine)
-        upgrade(engine, cfg.heartbeat_gap_ms)
-        after, head = revision(engine)
-    finally:
-        engine.dispose()
-    state = "already at" if before == after else f"upgraded from {before or 'empty'} to"
-    click.echo(
-        f"{engine.url.render_as_string(hide_password=True)}: {state} {after} (newest: {head})"
-    )
-
-
-@db.command(name="stats")
-@config_option
-@db_option
-@_one_line_errors
-def db_stats(config_path: str | None, db: str | None) -> None:
-    """Rows per table, the oldest row of each, and the store's size on disk: to watch it grow
-    (and `store.retention` keep it in bounds). Read-only."""
-    from sidewatch.store.db import revision
-    from sidewatch.store.models import metadata
-    from sidewatch.store.stats import store_stats
-
-    cfg = _config(config_path, db)
-    with _store(cfg, read_only=True) as engine:
-        current, _ = revision(engine)
-        stats = store_stats(engine, [t.name for t in metadata.sorted_tables])
-    click.echo(f"{engine.url.render_as_string(hide_password=True)} (schema {current})")
-    width = max(len(t.name) for t in stats.tables)
-    click.echo(f"{'table':<{width}}  {'rows':>12}  oldest")
-    for t in stats.tables:
-        oldest = "-" if t.oldest is None else _iso(t.oldest)
-        click.echo(f"{t.name:<{width}}  {t.rows:>12,}  {oldest}")
-    size = f"size on disk: {_mb(stats.size_bytes)}"
-    if stats.free_bytes is not None:
-        size += f" ({_mb(stats.free_bytes)} free inside; auto_vacuum {stats.auto_vacuum})"
-    click.echo(size)
-    pruned = ", ".join(f"{n:,} {k.replace('_', ' ')}" for k, n in stats.pruned.items())
-    retention = _duration(cfg.store_retention_ms)
-    click.echo(f"retention {retention}; pruned so far (kept as counts): {pruned or 'nothing'}")
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1_000_000:,.1f} MB"
-
-
-def _duration(ms: int) -> str:
-    days, rest = divmod(ms, 86_400_000)
-    return f"{days}d" if not rest else f"{ms // 3_600_000}h" if not ms % 3_600_000 else f"{ms}ms"
-
-
 @cli.command(name="check-config")
 @click.argument("path", type=click.Path(dir_okay=False), required=False)
 @click.option(
@@ -591,7 +223,7 @@ def _duration(ms: int) -> str:
     is_flag=True,
     help="Print the JSON Schema (draft 2020-12) of a config file instead, for editors.",
 )
-@_one_line_errors
+@one_line_errors
 def check_config(path: str | None, schema: bool) -> None:
     """Validate a config file and list every problem at once (exit 1 if any).
 
@@ -605,8 +237,6 @@ def check_config(path: str | None, schema: bool) -> None:
         raise click.UsageError("give a config file to check, or --schema (not both)")
     if path is None:
         import json
-
-        from sidewatch.config_schema import json_schema
 
         click.echo(json.dumps(json_schema(), indent=2))
         return
@@ -632,6 +262,10 @@ def _safe_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return url
+
+
+for command in (audit_cmd, demo, report_cmd, db):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -407,7 +407,7 @@ def upgrade(engine: Engine, heartbeat_gap_ms: int = 0, replay: bool = False) -> 
     Refuses a store at a revision this sidewatch does not know (a newer release's).
     `heartbeat_gap_ms`: the config's `heartbeat_gap_ms`, the gap within which migration 0011
     compacts the stored heartbeats (0: only beats of the same time). A new SQLite store is
-    made from the schema the migrations leave, at once (store.newstore); `replay` runs every
+    made from the schema the migrations leave, at once (store.sqlite_schema); `replay` runs every
     migration instead (what that schema is checked against)."""
     newest = head()
     try:
@@ -416,7 +416,7 @@ def upgrade(engine: Engine, heartbeat_gap_ms: int = 0, replay: bool = False) -> 
             if current == newest:
                 return
             if current is None and newest is not None and not replay and _new_sqlite(conn):
-                from sidewatch.store.newstore import create
+                from sidewatch.store.sqlite_schema import create
 
                 if create(conn, newest):
                     return

@@ -106,7 +106,7 @@ def test_help_does_not_load_pydantic(args: tuple[str, ...]) -> None:
 
 
 # What `sidewatch ingest FILE` of plain AG-UI NDJSON into a new SQLite store needs none of:
-# the migrations' machinery (the store is made from its schema at once: store.newstore), the
+# the migrations' machinery (the store is made from its schema at once: store.sqlite_schema), the
 # input models, the tap's package, and the auditor's modules (verdicts, checkpoints, retention).
 NOT_FOR_AN_INGEST = (
     *NOT_FOR_A_READ,

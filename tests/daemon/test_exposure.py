@@ -31,7 +31,8 @@ from cryptography.x509.oid import NameOID
 from sqlalchemy import create_engine, text
 
 from sidewatch.cli.main import cli
-from sidewatch.config import Config, Token, load_config
+from sidewatch.config import Config, Token
+from sidewatch.config_schema import load_config
 from sidewatch.daemon.serve import Daemon, OncePer, check_listen
 from sidewatch.errors import ConfigError, SidewatchError
 from tests.daemon.test_e2e import _start, _stop, _unit

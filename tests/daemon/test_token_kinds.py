@@ -15,7 +15,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from sidewatch.config import Config, Token, load_config
+from sidewatch.config import Config, Token
+from sidewatch.config_schema import load_config
 from sidewatch.daemon.serve import Daemon
 from tests.daemon.test_http import (
     FORMATS,

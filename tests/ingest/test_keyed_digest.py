@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from sidewatch.app.audit import audit
 from sidewatch.app.ingest import ingest_unit, ref_protector
-from sidewatch.config import load_config
+from sidewatch.config_schema import load_config
 from sidewatch.core.model import State
 from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.errors import ConfigError

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 from sidewatch.app.ingest import ingest_unit, ref_protector
-from sidewatch.config import Config, load_config
+from sidewatch.config import Config
+from sidewatch.config_schema import load_config
 from sidewatch.errors import StoreError
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store import hashkey

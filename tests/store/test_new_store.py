@@ -1,6 +1,6 @@
-"""A new SQLite store is made at once from store/sqlite-schema.sql (store.newstore): it must be
-the store every migration makes, object for object, so that later migrations apply to it as to
-any other. PostgreSQL stores are always migrated (see the README's store section)."""
+"""A new SQLite store is made at once from store/sqlite-schema.sql (store.sqlite_schema): it
+must be the store every migration makes, object for object, so that later migrations apply to
+it as to any other. PostgreSQL stores are always migrated (see the README's store section)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from alembic import command
 from sqlalchemy import Engine
 
 from sidewatch.errors import StoreError
-from sidewatch.store import db, newstore
+from sidewatch.store import db, sqlite_schema
 from sidewatch.store.db import head, open_store, upgrade
 
 REGENERATE = "run `python -m sidewatch.store.newstore` to write it again from the migrations"
@@ -50,9 +50,11 @@ def schema(engine: Engine) -> dict[str, Any]:
 
 def made_and_migrated(tmp_path: Path) -> tuple[Engine, Engine, list[bool]]:
     made: list[bool] = []
-    create = newstore.create
+    create = sqlite_schema.create
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(newstore, "create", lambda conn, rev: made.append(create(conn, rev)) or made[-1])
+        mp.setattr(
+            sqlite_schema, "create", lambda conn, rev: made.append(create(conn, rev)) or made[-1]
+        )
         fast = open_store(f"sqlite:///{tmp_path / 'made.db'}")
     migrated = open_store(f"sqlite:///{tmp_path / 'migrated.db'}", migrate=False)
     upgrade(migrated, replay=True)
@@ -60,9 +62,13 @@ def made_and_migrated(tmp_path: Path) -> tuple[Engine, Engine, list[bool]]:
 
 
 def test_the_schema_script_is_of_the_newest_migration() -> None:
-    revision, statements = newstore.statements(newstore.SCHEMA.read_text(encoding="utf-8"))
+    revision, statements = sqlite_schema.statements(
+        sqlite_schema.SCHEMA.read_text(encoding="utf-8")
+    )
 
-    assert (head(), True) == (revision, bool(statements)), f"{newstore.SCHEMA.name}: {REGENERATE}"
+    assert (head(), True) == (revision, bool(statements)), (
+        f"{sqlite_schema.SCHEMA.name}: {REGENERATE}"
+    )
 
 
 def test_a_new_sqlite_store_is_the_store_every_migration_makes(tmp_path: Path) -> None:
@@ -100,10 +106,10 @@ def test_a_new_store_whose_making_fails_is_left_empty_and_made_next_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = tmp_path / "broken.sql"
-    text = newstore.SCHEMA.read_text(encoding="utf-8")
+    text = sqlite_schema.SCHEMA.read_text(encoding="utf-8")
     broken.write_text(text + "CREATE TABLE unit (id INTEGER);\n", encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'new.db'}"
-    monkeypatch.setattr(newstore, "SCHEMA", broken)
+    monkeypatch.setattr(sqlite_schema, "SCHEMA", broken)
     with pytest.raises(StoreError, match="table unit already exists"):
         open_store(url)
     engine = open_store(url, migrate=False)
@@ -149,7 +155,7 @@ def test_processes_that_make_the_same_new_store_at_once_take_turns(tmp_path: Pat
 def test_a_new_store_is_migrated_where_the_script_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(newstore, "SCHEMA", tmp_path / "missing.sql")
+    monkeypatch.setattr(sqlite_schema, "SCHEMA", tmp_path / "missing.sql")
     engine = open_store(f"sqlite:///{tmp_path / 'new.db'}")
     with engine.connect() as conn:
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
