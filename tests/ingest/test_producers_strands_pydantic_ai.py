@@ -12,8 +12,8 @@ from sidewatch.app.audit import Audited, audit
 from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.app.read import _timeline
 from sidewatch.config import Config
-from sidewatch.core.facts import AnswerFact
-from sidewatch.ingest.agui import VIA_EDITED, Interpreter
+from sidewatch.core.facts import VIA_EDITED, AnswerFact
+from sidewatch.ingest.agui import Interpreter
 from sidewatch.ingest.reader import frame
 from sidewatch.report.markdown import _wait as markdown_wait
 from sidewatch.report.verdicts import verdict_json
