@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ingest.test_frontend_tools import FRONTEND, frontend_waits
-from tests.ingest.test_producers_strands_pydantic_ai import (
+from tests.ingest.producers.test_frontend import FRONTEND, frontend_waits
+from tests.ingest.producers.test_strands_pydantic_ai import (
     PYDANTIC_AI,
     STRANDS,
     ingested_as_captured,

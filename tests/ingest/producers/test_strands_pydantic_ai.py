@@ -1,5 +1,5 @@
 """What ag-ui-strands 1.0.2 and pydantic-ai-slim 2.68.0's AG-UI adapter send (captured, see
-tests/fixtures/producers/README.md), ingested as one unit each, and the verdicts it gives."""
+fixtures/README.md), ingested as one unit each, and the verdicts it gives."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from sidewatch.report.markdown import _wait as markdown_wait
 from sidewatch.report.verdicts import verdict_json
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.ingest.test_producers import NOW, QUIET, verdicts_of
+from tests.ingest.producers.captures import NOW, QUIET, verdicts_of
 
-PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+PRODUCERS = Path(__file__).resolve().parent / "fixtures"
 Verdicts = list[tuple[str, str | None, bool]]
 
 # file -> [(state, decision, uncertain)] of its waits, in the order they were requested
