@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import orjson
@@ -111,7 +110,8 @@ class UnitResult:
     skipped: int = 0
 
 
-LineHandler = Callable[[int, dict[str, Any]], LineKind]
+# A line's handler, called with the interpreter: the grammar's and the dialects' alike.
+LineHandler = Callable[["Interpreter", int, dict[str, Any]], LineKind]
 
 
 class Interpreter(AguiGrammar):
@@ -135,27 +135,17 @@ class Interpreter(AguiGrammar):
         self.allowed = allowed
         self._agui = allowed is None or "agui" in allowed
         self._skipped, self._skipped_str = (_SKIPPED, _SKIPPED_STR) if self._agui else ({}, {})
-        handlers: dict[str, LineHandler] = {
-            "RUN_STARTED": self.run_started,
-            "RUN_FINISHED": self.run_finished,
-            "RUN_ERROR": self.run_error,
-            "TOOL_CALL_START": self.tool_start,
-            "TOOL_CALL_ARGS": self.tool_args,
-            "TOOL_CALL_END": self.tool_end,
-            "TOOL_CALL_CHUNK": self.tool_chunk,
-            "TOOL_CALL_RESULT": self.tool_result,
-            "CUSTOM": self._custom,
-        }
+        handlers = dict(_GRAMMAR)
+        for d in self.event_hooks:
+            handlers.update(d.events())
         self._customs: dict[str, Handler] = {}
-        for d in self.dialects:
-            handlers.update({t: partial(h, self) for t, h in d.events().items()})
+        for d in self.custom_hooks:
             self._customs.update(d.customs())
         if not self._agui:
             # The same types for a sender that may not send AG-UI lines: each is refused,
             # but a CUSTOM event, which may be evidence of a kind it may send.
-            refuse = self._agui_refused
             handlers = {
-                k: handlers["CUSTOM"] if k == "CUSTOM" else refuse
+                k: _GRAMMAR["CUSTOM"] if k == "CUSTOM" else Interpreter._agui_refused
                 for k in (*_SKIPPED_STR, *handlers)
             }
         self._handlers = handlers
@@ -269,7 +259,7 @@ class Interpreter(AguiGrammar):
                 return
             if handler is not None:
                 try:
-                    kind = handler(line_no, obj)
+                    kind = handler(self, line_no, obj)
                 except LineError as e:
                     res.rejects.append(Reject(line_no, e.reason, e.error))
                     return
@@ -321,7 +311,7 @@ class Interpreter(AguiGrammar):
         handler = self._handlers.get(typ)
         if handler is None:
             raise LineError(RejectReason.UNKNOWN_TYPE, '"type" is not an AG-UI 1.0 event type')
-        return handler(n, obj)
+        return handler(self, n, obj)
 
     # -- CUSTOM: sidewatch evidence events ------------------------------------------------
 
@@ -380,3 +370,16 @@ class Interpreter(AguiGrammar):
         raise self._refused(
             typ if isinstance(typ, str) and typ in self._handlers else "AG-UI", "agui"
         )
+
+
+_GRAMMAR: dict[str, LineHandler] = {
+    "RUN_STARTED": Interpreter.run_started,
+    "RUN_FINISHED": Interpreter.run_finished,
+    "RUN_ERROR": Interpreter.run_error,
+    "TOOL_CALL_START": Interpreter.tool_start,
+    "TOOL_CALL_ARGS": Interpreter.tool_args,
+    "TOOL_CALL_END": Interpreter.tool_end,
+    "TOOL_CALL_CHUNK": Interpreter.tool_chunk,
+    "TOOL_CALL_RESULT": Interpreter.tool_result,
+    "CUSTOM": Interpreter._custom,
+}

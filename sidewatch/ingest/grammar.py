@@ -40,9 +40,8 @@ from sidewatch.ingest.producers.base import (
     Call,
     Dialect,
     Gate,
-    InputStage,
     RunEnd,
-    overrides,
+    plan,
 )
 
 if TYPE_CHECKING:
@@ -64,22 +63,19 @@ class AguiGrammar:
         self.facts: list[Fact] = []
         self.dialects = tuple(dialects)
         # each hook is called only on the dialects that have it, in their order
-        hooked = {
-            hook: [d for d in self.dialects if overrides(d, hook)]
-            for hook in ("call_started", "call_ended", "result", "gate", "run_ending", "finish")
-        }
+        ds = self.dialects
+        hooked = {h: [ds[i] for i in at] for h, at in plan(tuple(map(type, ds))).items()}
         self._on_start = [d.call_started for d in hooked["call_started"]]
         self._on_end = [d.call_ended for d in hooked["call_ended"]]
         self._on_result = [d.result for d in hooked["result"]]
         self._gates = [d.gate for d in hooked["gate"]]
         self._on_ending = [d.run_ending for d in hooked["run_ending"]]
+        self._on_ended = [d.run_ended for d in hooked["run_ended"]]
         self._on_finish = [d.finish for d in hooked["finish"]]
-        self._on_ended = [d.run_ended for d in self.dialects if overrides(d, "run_ended")]
-        readers = sorted(
-            (d for d in self.dialects if overrides(d, "input")), key=lambda d: d.input_stage
-        )
-        self._before_resume = [d for d in readers if d.input_stage < InputStage.AFTER_RESUME]
-        self._after_resume = [d for d in readers if d.input_stage >= InputStage.AFTER_RESUME]
+        self._before_resume = hooked["before_resume"]
+        self._after_resume = hooked["after_resume"]
+        self.event_hooks = hooked["events"]  # the dialects that read events of their own
+        self.custom_hooks = hooked["customs"]
         # A unit may hold several threads, and they may reuse run and tool-call ids: every
         # map of run or call ids is keyed with the thread too.
         self._ctx: tuple[str, str] | None = None  # (thread, run) of the latest start or input

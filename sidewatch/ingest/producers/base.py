@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sidewatch.core.vocab import FindingRule, LineKind
@@ -169,6 +170,33 @@ class Dialect:
         """The unit ended: what is held for a run's end that is not in it."""
 
 
-def overrides(dialect: Dialect, hook: str) -> bool:
-    """Whether a dialect has a hook of its own (the grammar calls only those)."""
-    return getattr(type(dialect), hook) is not getattr(Dialect, hook)
+HOOKS = (
+    "events",
+    "customs",
+    "input",
+    "call_started",
+    "call_ended",
+    "result",
+    "gate",
+    "run_ending",
+    "run_ended",
+    "finish",
+)
+
+
+@cache
+def plan(kinds: tuple[type[Dialect], ...]) -> dict[str, tuple[int, ...]]:
+    """For each hook, the dialects (by index, in order) that have it of their own: the grammar
+    calls only those. An input's are split around the 1.0 `resume[]` answers (`before_resume`,
+    `after_resume`), each in the order of the dialects' stage."""
+    found = {
+        hook: tuple(
+            i for i, k in enumerate(kinds) if getattr(k, hook) is not getattr(Dialect, hook)
+        )
+        for hook in HOOKS
+    }
+    staged = sorted(found["input"], key=lambda i: kinds[i].input_stage)
+    after = InputStage.AFTER_RESUME
+    found["before_resume"] = tuple(i for i in staged if kinds[i].input_stage < after)
+    found["after_resume"] = tuple(i for i in staged if kinds[i].input_stage >= after)
+    return found
