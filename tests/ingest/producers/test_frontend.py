@@ -375,7 +375,7 @@ def frontend_waits(
 ) -> list[Audited]:
     """Every wait of one captured unit ingested with `waits.frontendTools: patterns`, received
     a second after the last time the producer stamped (NOW when it stamps none) and audited a
-    minute later (as tests/ingest/producers/test_strands_pydantic_ai.py does)."""
+    minute later (as tests/ingest/producers/captures.py does)."""
     stamps = [int(t) for t in re.findall(rb'"timestamp":(\d+)', body)]
     received = max([*stamps, T0 - MIN]) + 1_000
     engine = open_store(db_url)
