@@ -75,6 +75,7 @@ def parse_time(text: str) -> int | None:
 
 
 def str_or_none(v: Any) -> str | None:
+    """A string, else None."""
     return v if isinstance(v, str) else None
 
 

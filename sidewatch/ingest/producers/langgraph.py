@@ -74,6 +74,7 @@ class LegacyResume:
 
 
 def legacy_resume(forwarded_props: Any, labels: Labels = NO_LABELS) -> LegacyResume | None:
+    """`forwardedProps.command.resume` (a JSON string is parsed first), else None."""
     if not isinstance(forwarded_props, dict):
         return None
     command = forwarded_props.get("command")
