@@ -463,7 +463,7 @@ def test_a_tick_classifies_with_the_cycle_collector_paused_and_resumes_it_after_
 
 
 def test_protocol_findings_are_counted_once_per_wait_and_rule(store: Store) -> None:
-    producers = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+    producers = Path(__file__).resolve().parents[1] / "ingest" / "producers" / "fixtures"
     for name in (
         "langgraph-two-interrupts-resume10",
         "adk-outcome-resume10-wrong-id",

@@ -438,7 +438,7 @@ def test_check_config_names_a_frontend_tool_pattern_that_is_no_glob(tmp_path: Pa
 def test_ingest_reads_frontend_tool_waits_by_the_config(db: str, tmp_path: Path) -> None:
     """`sidewatch ingest --config` with `waits.frontendTools` makes pydantic-ai's pending
     frontend call a wait; without the config it is none."""
-    producers = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+    producers = Path(__file__).resolve().parents[1] / "ingest" / "producers" / "fixtures"
     capture = producers / "pydantic-ai-frontend-tool.ndjson"
     config = tmp_path / "sidewatch.yaml"
     config.write_text('waits:\n  frontendTools: ["confirm_*"]\n')

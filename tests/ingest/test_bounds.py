@@ -382,13 +382,14 @@ def test_an_adk_confirmation_naming_a_bad_original_call_is_not_read_as_one() -> 
 
 def reasons_in_ingest_code() -> set[str]:
     """The first argument (a string, or a `RejectReason` member) of every
-    `_LineError`/`EvidenceError` and the reason of every `Reject` built in sidewatch/ingest."""
+    `LineError`/`EvidenceError` and the reason of every `Reject` built in sidewatch/ingest
+    (and its `producers/`)."""
     found: set[str] = set()
-    for path in (Path(__file__).resolve().parents[2] / "sidewatch" / "ingest").glob("*.py"):
+    for path in (Path(__file__).resolve().parents[2] / "sidewatch" / "ingest").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
                 continue
-            at = {"_LineError": 0, "EvidenceError": 0, "Reject": 1}.get(node.func.id)
+            at = {"LineError": 0, "EvidenceError": 0, "Reject": 1}.get(node.func.id)
             if at is not None and len(node.args) > at:
                 arg = node.args[at]
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):

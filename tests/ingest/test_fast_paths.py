@@ -14,13 +14,8 @@ from ag_ui.core import EventType
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidewatch.ingest.agui import (
-    EVENT_TYPES,
-    Interpreter,
-    _Interrupt,
-    _modelled_interrupts,
-    _plain_interrupts,
-)
+from sidewatch.ingest.agui import EVENT_TYPES, Interpreter
+from sidewatch.ingest.outcome import Interrupt, modelled_interrupts, plain_interrupts
 from sidewatch.ingest.reader import Framed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,10 +68,10 @@ outcome = st.fixed_dictionaries(
 @settings(max_examples=600, deadline=None)
 @given(outcome)
 def test_an_outcome_read_by_hand_is_the_one_pydantic_reads(value: dict[str, Any]) -> None:
-    plain = _plain_interrupts(value)
+    plain = plain_interrupts(value)
     if plain is None:
         return  # left to pydantic, which reads it (or words its reject) as before
-    assert _modelled_interrupts(value) == plain
+    assert modelled_interrupts(value) == plain
 
 
 def test_a_plain_outcome_is_read_by_hand() -> None:
@@ -96,7 +91,7 @@ def test_a_plain_outcome_is_read_by_hand() -> None:
     }
 
     assert [
-        _Interrupt(
+        Interrupt(
             "i-1",
             "tool_call",
             "c-1",
@@ -105,14 +100,14 @@ def test_a_plain_outcome_is_read_by_hand() -> None:
             None,
             "sub-1",
         )
-    ] == _plain_interrupts(value)
-    assert _modelled_interrupts(value) == _plain_interrupts(value)
+    ] == plain_interrupts(value)
+    assert modelled_interrupts(value) == plain_interrupts(value)
 
 
 def test_a_snake_case_spelling_is_left_to_pydantic() -> None:
     value = {"type": "interrupt", "interrupts": [{"id": "i", "reason": "r", "tool_call_id": "c"}]}
 
-    assert _plain_interrupts(value) is None
+    assert plain_interrupts(value) is None
     facts = (
         Interpreter(0, 0, lambda r: r)
         .read_chunks(

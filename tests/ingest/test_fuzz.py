@@ -31,7 +31,7 @@ from tests.ingest.test_bounds import ID_FIELDS, START, TIMED_LINES, interrupted
 
 SEED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "seed-audit.ndjson"
 LINES = [json.loads(line) for line in SEED.read_text().splitlines()]
-PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+PRODUCERS = Path(__file__).resolve().parent / "producers" / "fixtures"
 LINES += [
     json.loads(line)
     for line in (PRODUCERS / "adk-approve-default.ndjson").read_text().splitlines()[:40]

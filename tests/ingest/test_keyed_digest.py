@@ -26,7 +26,7 @@ from tests.ingest.test_pipeline import BASE, MIN, asked, digest_of, evidence, ro
 
 KEY = "a-configured-hash-key-0123456789"
 PLAIN = digest_of("deploy", {"target": "prod"})  # the digest of asked()'s gated call
-PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+PRODUCERS = Path(__file__).resolve().parent / "producers" / "fixtures"
 SEED = Path("/work/shared/fixtures/seed-audit.ndjson")
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.ingest.test_producers import ADK, LANGGRAPH, verdicts_of
+from tests.ingest.producers.captures import verdicts_of
+from tests.ingest.producers.test_adk import ADK
+from tests.ingest.producers.test_langgraph import LANGGRAPH
 from tests.producers.harness import capture, first_run
 
 

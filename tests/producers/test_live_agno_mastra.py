@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.ingest.test_frontend_tools import frontend_waits
-from tests.ingest.test_producers import PRODUCERS, verdicts_of
+from tests.ingest.producers.test_frontend import frontend_waits
+from tests.ingest.producers.captures import CAPTURES as PRODUCERS
+from tests.ingest.producers.captures import verdicts_of
 from tests.producers.harness import HERE, capture
 from tests.producers.venvs import TOOLS, producer_python
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.ingest.test_frontend_tools import MAF_FRONTEND, frontend_waits
-from tests.ingest.test_producers import verdicts_of
-from tests.ingest.test_producers_maf_crewai import CREWAI, MAF
+from tests.ingest.producers.captures import verdicts_of
+from tests.ingest.producers.test_agent_framework import MAF
+from tests.ingest.producers.test_crewai import CREWAI
+from tests.ingest.producers.test_frontend import MAF_FRONTEND, frontend_waits
 from tests.producers.harness import capture, first_run
 from tests.producers.venvs import producer_python
 

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.ingest.test_frontend_tools import FRONTEND, frontend_waits
-from tests.ingest.test_producers_strands_pydantic_ai import (
-    PYDANTIC_AI,
-    STRANDS,
-    ingested_as_captured,
-)
+from tests.ingest.producers.captures import ingested_as_captured
+from tests.ingest.producers.test_frontend import FRONTEND, frontend_waits
+from tests.ingest.producers.test_pydantic_ai import PYDANTIC_AI
+from tests.ingest.producers.test_strands import STRANDS
 from tests.producers.harness import capture, first_run
 
 

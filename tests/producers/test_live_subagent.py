@@ -15,7 +15,7 @@ from sidewatch.app.ingest import ingest_unit, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.ingest.test_producers import NOW, QUIET
+from tests.ingest.producers.captures import NOW, QUIET
 from tests.producers.harness import capture, first_run
 
 SCENARIOS = {

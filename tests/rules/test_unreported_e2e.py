@@ -25,7 +25,7 @@ from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.rules.test_rules import RULES, alerts, promtool
 
-CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+CAPTURE = Path(__file__).resolve().parents[1] / "ingest" / "producers" / "fixtures"
 THREAD = "thread-lg-approve-resume"
 READ = ("sidewatch_waits", "sidewatch_waits_unreported")
 

@@ -23,9 +23,10 @@ from sidewatch.ingest.bounds import ID_MAX
 from sidewatch.ingest.reader import frame
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.ingest.test_producers import ADK, LANGGRAPH
+from tests.ingest.producers.test_adk import ADK
+from tests.ingest.producers.test_langgraph import LANGGRAPH
 
-PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+PRODUCERS = Path(__file__).resolve().parents[1] / "ingest" / "producers" / "fixtures"
 NOW = 1_785_083_400_000
 MIN = 60_000
 # These producers report no route, handle or heartbeat.

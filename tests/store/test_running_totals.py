@@ -27,7 +27,11 @@ from tests.app.test_auditor import counters
 from tests.app.test_prune import MIN, NOW, POLICIES, T0, WEEK, history, ingest
 
 CREWAI = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "producers" / "crewai-cancel-default.ndjson"
+    Path(__file__).resolve().parents[1]
+    / "ingest"
+    / "producers"
+    / "fixtures"
+    / "crewai-cancel-default.ndjson"
 ).read_bytes()
 
 

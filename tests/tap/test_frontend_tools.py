@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from sidewatch.tap.reduce import reduce_event, reduce_input
-from tests.ingest.test_frontend_tools import FRONTEND, MAF_FRONTEND, frontend_waits
+from tests.ingest.producers.test_frontend import FRONTEND, MAF_FRONTEND, frontend_waits
 
-PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+PRODUCERS = Path(__file__).resolve().parents[1] / "ingest" / "producers" / "fixtures"
 CONFIRM = ("confirm_*",)
 
 

@@ -21,14 +21,14 @@ from sidewatch.daemon.reload import reloaded
 from sidewatch.ingest.digest import action_digest
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.ingest.test_producers import QUIET
+from tests.ingest.producers.captures import QUIET
 
 THREAD = "thread-fe"
 T0 = 1_785_083_400_000
 MIN = 60_000
 ARGS = '{"region": "eu", "secret": "s3cr3t-arg"}'
 PATTERNS = ("confirm_*", "approve_*")
-PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
+PRODUCERS = Path(__file__).resolve().parent / "fixtures"
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -375,7 +375,7 @@ def frontend_waits(
 ) -> list[Audited]:
     """Every wait of one captured unit ingested with `waits.frontendTools: patterns`, received
     a second after the last time the producer stamped (NOW when it stamps none) and audited a
-    minute later (as tests/ingest/test_producers_strands_pydantic_ai.py does)."""
+    minute later (as tests/ingest/producers/captures.py does)."""
     stamps = [int(t) for t in re.findall(rb'"timestamp":(\d+)', body)]
     received = max([*stamps, T0 - MIN]) + 1_000
     engine = open_store(db_url)

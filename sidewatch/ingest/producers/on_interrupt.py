@@ -1,0 +1,117 @@
+"""`CUSTOM on_interrupt`, the interrupt event from before AG-UI 1.0's outcome, which
+ag-ui-langgraph and ag-ui-crewai both send, each with a value of its own. An event is held
+until its run ends: its id may be known only from the run's 1.0 outcome, and when the outcome
+announces the same interrupt, the outcome's richer fact is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
+from sidewatch.ingest.fields import LineError, check_expiry, checked_or_none
+from sidewatch.ingest.producers.base import Announcement, Dialect, Grammar, Handler, RunEnd
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyInterrupt:
+    """What an `on_interrupt` value says about the wait (never its message)."""
+
+    interrupt_id: str | None
+    reason: str | None
+    tool_call_id: str | None
+    expires_at: str | None
+    action: str | None
+    digest: str | None
+
+
+def nonempty(v: Any) -> str | None:
+    """A non-empty string, else None."""
+    return v if isinstance(v, str) and v else None
+
+
+class Reader(Protocol):
+    """A producer's reading of the event's value."""
+
+    def read_on_interrupt(self, value: Any, raw_event: Any) -> LegacyInterrupt | None:
+        """The interrupt, if the value is this producer's."""
+
+    def held(self, thread: str, run: str, it: LegacyInterrupt, value: Any) -> None:
+        """An interrupt it read passed the line's checks and is held for its run's end."""
+
+
+class OnInterrupt(Dialect):
+    """Reads the event with the first of its `readers` that knows the value."""
+
+    def __init__(self, readers: Sequence[Reader]) -> None:
+        self.readers = tuple(readers)
+        # the held events per run, until the run's end says what their ids are (the
+        # event's `subagentRunId` beside it: ag-ui-langgraph attributes the event itself)
+        self._held: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int, str | None]]] = {}
+
+    def customs(self) -> dict[str, Handler]:
+        return {"on_interrupt": self.on_interrupt}
+
+    def on_interrupt(self, g: Grammar, n: int, obj: dict[str, Any]) -> LineKind:
+        thread, run = g.run(obj, "CUSTOM on_interrupt")
+        value, raw_event = obj.get("value"), obj.get("rawEvent")
+        reader, it = next(
+            (r, i) for r in self.readers if (i := r.read_on_interrupt(value, raw_event)) is not None
+        )
+        checked_or_none(it.interrupt_id, "CUSTOM on_interrupt: rawEvent.id")
+        checked_or_none(it.reason, "CUSTOM on_interrupt: value.reason")
+        checked_or_none(it.tool_call_id, "CUSTOM on_interrupt: value.toolCallId")
+        checked_or_none(it.action, "CUSTOM on_interrupt: value.action_requests.0.name")
+        check_expiry(it.expires_at, "CUSTOM on_interrupt: value.expiresAt")
+        sub = obj.get("subagentRunId")
+        if sub is not None and not isinstance(sub, str):
+            raise LineError(
+                RejectReason.INVALID_FIELD, "CUSTOM on_interrupt: subagentRunId: must be a string"
+            )
+        checked_or_none(sub, "CUSTOM on_interrupt: subagentRunId")
+        self._held.setdefault((thread, run), []).append((it, g.at(obj), g.seq_base + n, sub))
+        reader.held(thread, run, it, value)
+        return LineKind.INTERRUPT
+
+    def run_ended(self, g: Grammar, end: RunEnd) -> bool:
+        self._flush(g, end.thread, end.run, end.announced)
+        return False
+
+    def finish(self, g: Grammar) -> None:
+        for thread, run in list(self._held):
+            self._flush(g, thread, run, [])  # a run whose end is not in this unit
+
+    def _flush(self, g: Grammar, thread: str, run: str, announced: list[str]) -> None:
+        """Announce the run's held interrupts (`announced`: the ids of its 1.0 outcome, in
+        order). The n-th one without an id is the outcome's n-th interrupt, else
+        `{runId}#{n}`, with a finding."""
+        unnamed = 0
+        for it, at, seq, sub in self._held.pop((thread, run), []):
+            interrupt_id = it.interrupt_id
+            if interrupt_id is None:
+                unnamed += 1
+                if unnamed <= len(announced):
+                    interrupt_id = announced[unnamed - 1]
+                else:
+                    interrupt_id = f"{run}#{unnamed}"
+                    g.finding(
+                        FindingRule.LEGACY_INTERRUPT_WITHOUT_ID, thread, run, at, seq, interrupt_id
+                    )
+            if interrupt_id in announced:
+                continue  # the outcome says it all, and more
+            g.announce(
+                Announcement(
+                    thread,
+                    run,
+                    interrupt_id,
+                    at,
+                    seq,
+                    it.reason,
+                    it.tool_call_id,
+                    expires_raw=it.expires_at,
+                    action=it.action,
+                    digest=it.digest,
+                    subagent_run_id=sub,
+                )
+            )
