@@ -366,9 +366,7 @@ def demo(fmt: str) -> None:
         with _store(cfg) as engine:
             store = Store(engine)
             ingest = Ingest(store, ref_protector(engine, cfg), cfg)
-            ingest.unit(
-                ingest.read("seed-audit.ndjson", body, None, "identity", _parse_at(DEMO_AT))
-            )
+            ingest.body("seed-audit.ndjson", body, _parse_at(DEMO_AT))
             _print_audit(store, cfg, _parse_at(DEMO_AT), fmt, False)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
 from sidewatch.core.facts import FindingFact
@@ -98,7 +98,9 @@ def verdicts_of(
     audited at `at`, in requested order."""
     engine = open_store(db_url)
     store = Store(engine)
-    summary = ingest_unit(store, "producer", body, received, ref_protector(engine, Config()))
+    summary = Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "producer", body, received
+    )
     waits = audit(store, (QUIET,), at)
     engine.dispose()
     assert () == summary.rejects
@@ -130,7 +132,7 @@ def test_an_adk_wait_is_the_original_call_not_the_confirmation(db_url: str) -> N
     engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / "adk-approve-default.ndjson").read_bytes()
-    ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("adk", body, NOW - 60_000)
 
     (wait,) = audit(store, (QUIET,), NOW)
     engine.dispose()
@@ -169,7 +171,7 @@ def test_protocol_findings_are_listed_per_wait(
     engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / f"{name}.ndjson").read_bytes()
-    ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body(name, body, NOW - 60_000)
 
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()
@@ -181,7 +183,7 @@ def test_a_resume_naming_no_interrupt_is_a_thread_finding(db_url: str) -> None:
     engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / "adk-outcome-resume10-wrong-id.ndjson").read_bytes()
-    ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("adk", body, NOW - 60_000)
 
     (thread,) = store.threads()
     found = assemble(thread, lambda action, reason: QUIET).findings

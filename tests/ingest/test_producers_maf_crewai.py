@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from sidewatch.app.audit import Audited, audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
 from sidewatch.store.db import open_store
@@ -83,7 +83,7 @@ def _waits(db_url: str, name: str) -> list[Audited]:
     engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / f"{name}.ndjson").read_bytes()
-    ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body(name, body, NOW - 60_000)
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()
     return waits
@@ -158,7 +158,7 @@ def test_a_second_crewai_resume_entry_is_a_thread_finding(db_url: str) -> None:
     engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / "crewai-two-entries.ndjson").read_bytes()
-    ingest_unit(store, "crewai", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("crewai", body, NOW - 60_000)
 
     (thread,) = store.threads()
     found = assemble(thread, lambda action, reason: QUIET).findings

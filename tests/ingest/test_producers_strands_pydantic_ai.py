@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sidewatch.app.audit import Audited, audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.read import _timeline
 from sidewatch.config import Config
 from sidewatch.core.facts import AnswerFact
@@ -92,7 +92,7 @@ def _audited(db_url: str, body: bytes) -> list[Audited]:
     store = Store(engine)
     stamps = [int(t) for t in re.findall(rb'"timestamp":(\d+)', body)]
     received = max([*stamps, NOW - 60_000]) + 1_000
-    ingest_unit(store, "producer", body, received, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("producer", body, received)
     waits = audit(store, (QUIET,), received + 60_000)
     engine.dispose()
     return waits
@@ -146,7 +146,7 @@ def test_a_strands_wait_is_the_gated_call_with_its_deterministic_id(db_url: str)
     engine = open_store(db_url)
     store = Store(engine)
     body = (PRODUCERS / "strands-same-ids-two-threads.ndjson").read_bytes()
-    ingest_unit(store, "strands", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("strands", body, NOW - 60_000)
 
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()
