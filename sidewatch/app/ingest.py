@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from sidewatch.config import Config
 from sidewatch.core.vocab import LineKind
@@ -104,6 +104,18 @@ def framed_unit(
     return framed
 
 
+class Sent(TypedDict, total=False):
+    """How a unit was sent, besides its bytes: its media type (absent or None: sniffed), its
+    encoding (`identity` unless `gzip`), its key (a unit whose key is already stored is a
+    duplicate) and the kinds of line its sender may send (its token's `kinds`; absent or None:
+    every kind, as JetStream and files)."""
+
+    media_type: str | None
+    encoding: str
+    key: str | None
+    allowed: frozenset[str] | None
+
+
 @dataclass(frozen=True, slots=True)
 class ReadUnit:
     """A unit framed and within its limits, not stored yet; `allowed`: the kinds of line its
@@ -162,60 +174,27 @@ class Ingest:
     def limits(self) -> UnitLimits:
         return UnitLimits.of(self.config)
 
-    def read(
-        self,
-        source: str,
-        body: bytes,
-        received_at: int,
-        *,
-        media_type: str | None = None,
-        encoding: str = "identity",
-        key: str | None = None,
-        allowed: frozenset[str] | None = None,
-    ) -> ReadUnit:
+    def read(self, source: str, body: bytes, received_at: int, **sent: Unpack[Sent]) -> ReadUnit:
         """A unit undone from gzip and framed within the limits, not stored yet; raises
-        InputError or TooLarge (nothing touches the store). `media_type` None: sniffed.
-        `allowed`: the kinds of line its sender may send (its token's; None: every kind); a
-        line of another is rejected (`kind_not_allowed`) when the unit is stored, and the rest
-        stored as usual."""
+        InputError or TooLarge (nothing touches the store). A line of a kind its sender may
+        not send is rejected (`kind_not_allowed`) when the unit is stored, the rest stored as
+        usual."""
         limits = self.limits
-        framed = framed_unit(body, media_type, limits.lines, encoding, limits.inflated_bytes)
-        return ReadUnit(source, framed, received_at, key, allowed)
+        media, encoding = sent.get("media_type"), sent.get("encoding", "identity")
+        framed = framed_unit(body, media, limits.lines, encoding, limits.inflated_bytes)
+        return ReadUnit(source, framed, received_at, sent.get("key"), sent.get("allowed"))
 
     def body(
-        self,
-        source: str,
-        body: bytes,
-        received_at: int,
-        *,
-        media_type: str | None = None,
-        encoding: str = "identity",
-        key: str | None = None,
-        allowed: frozenset[str] | None = None,
+        self, source: str, body: bytes, received_at: int, **sent: Unpack[Sent]
     ) -> IngestSummary:
         """A body (an HTTP request's, a message's) read as `read` does and committed as `unit`
         does."""
-        unit = self.read(
-            source,
-            body,
-            received_at,
-            media_type=media_type,
-            encoding=encoding,
-            key=key,
-            allowed=allowed,
-        )
-        return self.unit(unit)
+        return self.unit(self.read(source, body, received_at, **sent))
 
     def unit(self, unit: ReadUnit) -> IngestSummary:
         """One unit (as `read` gives it) committed in a transaction of its own, and counted."""
         with self._writer, self.store.unit(unit.source, unit.received_at, unit.key) as writer:
-            summary = (
-                _duplicate(unit.source)
-                if writer is None
-                else self._interpreted(
-                    writer, unit.source, unit.received_at, unit.allowed, unit.framed
-                )
-            )
+            summary = self._stored(writer, unit)
         return self._counted(summary)
 
     def units(self, units: Sequence[ReadUnit]) -> list[IngestSummary]:
@@ -226,13 +205,7 @@ class Ingest:
             summaries: list[IngestSummary] = []
             for unit in units:
                 writer = batch.unit(unit.source, unit.received_at, unit.key)
-                summaries.append(
-                    _duplicate(unit.source)
-                    if writer is None
-                    else self._interpreted(
-                        writer, unit.source, unit.received_at, unit.allowed, unit.framed
-                    )
-                )
+                summaries.append(self._stored(writer, unit))
         return [self._counted(s) for s in summaries]
 
     def file(self, path: str, received_at: int) -> IngestSummary:
@@ -258,6 +231,12 @@ class Ingest:
                 else self._interpreted(writer, path, received_at, None, lines)
             )
         return self._counted(summary)
+
+    def _stored(self, writer: UnitWriter | None, unit: ReadUnit) -> IngestSummary:
+        """A read unit into its writer (None: its key is stored already, a duplicate)."""
+        if writer is None:
+            return _duplicate(unit.source)
+        return self._interpreted(writer, unit.source, unit.received_at, unit.allowed, unit.framed)
 
     def _interpreted(
         self,
