@@ -151,9 +151,10 @@ class Ingest:
     takes the new one) and read with its decision labels and frontend tools, committed in one
     transaction, then its lines counted in `counters`. Bad lines are rejects, not errors (a
     line of a kind not in the unit's `allowed`, too). Raises InputError (unreadable), TooLarge
-    (over `max_lines`, or inflating past `max_inflated` bytes: refused whole), StoreRefused
-    (the store refused its data) or StoreError (store unavailable); each time nothing was
-    stored. A unit whose `key` is already stored is a duplicate: nothing is stored again."""
+    (more lines than server.maxLinesPerUnit, or inflating past server.maxInflatedBytes:
+    refused whole), StoreRefused (the store refused its data) or StoreError (store
+    unavailable); each time nothing was stored. A unit whose `key` is already stored is a
+    duplicate: nothing is stored again."""
 
     def __init__(
         self,
