@@ -20,6 +20,7 @@ def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
     for k in range(0, len(items), size):
         yield items[k : k + size]
 
+
 # A version, not a time: the auditor clears a mark only if nothing bumped it meanwhile.
 MARK_DIRTY = (
     "INSERT INTO dirty_thread (thread_id, mark) VALUES (?, 1) "
