@@ -46,7 +46,7 @@ import orjson
 from pgdb import pg_database
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.daemon.serve import Daemon
@@ -156,7 +156,9 @@ def _populate(
     """`runs` runs on each of `threads`, one second apart, the last ending before `end`;
     heartbeats compacted with the gap `gap` (ms)."""
     engine = open_store(url)
-    store, protect = Store(engine, gap), ref_protector(engine, Config())
+    store = Store(engine, gap)
+    # Units of PER_UNIT runs: more lines than a unit may hold by default.
+    ingest = Ingest(store, ref_protector(engine, Config()), Config(max_lines_per_unit=10**7))
     start = end - (runs + 10) * 1000
     body: list[bytes] = []
     count = 0
@@ -167,10 +169,10 @@ def _populate(
             ]
             count += 1
             if count % PER_UNIT == 0:
-                ingest_unit(store, "bench", b"\n".join(body), end, protect, max_lines=10**7)
+                ingest.body("bench", b"\n".join(body), end)
                 body = []
     if body:
-        ingest_unit(store, "bench", b"\n".join(body), end, protect, max_lines=10**7)
+        ingest.body("bench", b"\n".join(body), end)
     engine.dispose()
 
 
@@ -200,7 +202,7 @@ def _measure(url: str, thread: str, now: int, shape: str) -> dict[str, float]:
             {"type": "TOOL_CALL_END", **tool},
         ]
     body = b"\n".join(map(orjson.dumps, events))
-    ingest_unit(store, "bench", body, now, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("bench", body, now)
     tick, _ = _timed(lambda: auditor.tick(now + 1000))
     daemon = Daemon(replace(Config(), db_url=url, allowed_hosts=("testserver",), policies=(QUIET,)))
     client = TestClient(daemon.app)
@@ -276,7 +278,7 @@ def _at_age(url: str, runs: int, now: int) -> dict[str, float]:
     client = TestClient(daemon.app)
     client.get("/healthz")
     out: dict[str, float] = {}
-    protect = ref_protector(engine, Config())
+    ingest = Ingest(store, ref_protector(engine, Config()), Config())
     for name, thread, last in (("long", "thread-long", runs), ("short", "thread-short", EVERY)):
 
         def event(k: int, thread: str = thread) -> None:
@@ -286,7 +288,7 @@ def _at_age(url: str, runs: int, now: int) -> dict[str, float]:
                 "runId": f"new-{k}",
                 "timestamp": now,
             }
-            ingest_unit(store, "bench", orjson.dumps(line), now, protect)
+            ingest.body("bench", orjson.dumps(line), now)
 
         def tick(k: int) -> None:
             event(k)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from ingest import stream
 from pgdb import pg_database
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -45,10 +45,10 @@ def bodies(n: int) -> list[bytes]:
 def in_process(units: list[bytes]) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         engine = open_store(f"sqlite:///{tmp}/floor.db")
-        store, protect = Store(engine), ref_protector(engine, Config())
+        ingest = Ingest(Store(engine), ref_protector(engine, Config()), Config())
         start = time.perf_counter()
         for n, body in enumerate(units):
-            ingest_unit(store, f"unit-{n}", body, 0, protect)
+            ingest.body(f"unit-{n}", body, 0)
         elapsed = time.perf_counter() - start
         engine.dispose()
     return len(units) * LINES_PER_BODY / elapsed

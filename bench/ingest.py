@@ -40,7 +40,7 @@ from pathlib import Path
 
 import orjson
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -159,9 +159,11 @@ def sidewatch_rate(body: bytes, lines: int, allowed: frozenset[str] | None = Non
         path = Path(tmp) / "stream.ndjson"
         path.write_bytes(body)
         engine = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
-        store, protect = Store(engine), ref_protector(engine, Config())
+        # The whole stream is one unit: more lines than a unit may hold by default.
+        config = Config(max_lines_per_unit=10**9)
+        ingest = Ingest(Store(engine), ref_protector(engine, config), config)
         start = time.perf_counter()
-        summary = ingest_unit(store, str(path), path.read_bytes(), T0, protect, allowed=allowed)
+        summary = ingest.body(str(path), path.read_bytes(), T0, allowed=allowed)
         elapsed = time.perf_counter() - start
         engine.dispose()
     assert not summary.rejects, summary.rejects[:3]

@@ -46,7 +46,7 @@ from sqlalchemy import event
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.prune import Retention
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
@@ -151,10 +151,10 @@ def day_lines(day: int, args: argparse.Namespace, part: int | None = None) -> li
 
 
 def ingest(store: Store, lines: list[dict[str, Any]], received_at: int) -> None:
-    protect = ref_protector(store.engine, Config())
+    door = Ingest(store, ref_protector(store.engine, Config()), Config())
     for k in range(0, len(lines), UNIT_LINES):
         body = b"\n".join(orjson.dumps(x) for x in lines[k : k + UNIT_LINES])
-        ingest_unit(store, "bench", body, received_at, protect)
+        door.body("bench", body, received_at)
 
 
 def size(path: Path, store: Store) -> int:

@@ -36,7 +36,7 @@ from sqlalchemy import Engine, text
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.model import State
@@ -108,7 +108,7 @@ def closed(thread: str, at: int) -> list[dict[str, Any]]:
 
 def ingest(store: Store, lines: list[dict[str, Any]], at: int, bad: int = 0) -> None:
     body = b"\n".join([*(orjson.dumps(x) for x in lines), *([b"{not json"] * bad)])
-    ingest_unit(store, "bench", body, at, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body("bench", body, at)
 
 
 def build(url: str, waits: int, unit: int, live: int) -> tuple[Store, Auditor, float]:

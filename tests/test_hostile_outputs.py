@@ -25,7 +25,7 @@ from sidewatch.core.health import classify
 from sidewatch.core.model import WaitEvidence
 from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.core.text import AT, label, safe
-from sidewatch.daemon.serve import LOG_MESSAGE_LIMIT, JsonLogs
+from sidewatch.daemon.logs import LOG_MESSAGE_LIMIT, JsonLogs
 from sidewatch.exporters.alertmanager import NO_ID, AlertmanagerPush, ProblemWait
 from sidewatch.report.verdicts import audit_table, verdict_json
 

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, inspect
 
 from sidewatch.app.audit import Auditor, audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.report import render, report
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
@@ -144,7 +144,7 @@ def test_no_content_reaches_the_database_file(tmp_path: Path, db_url: str) -> No
     store = Store(engine)
     body = "\n".join(json.dumps(line) for line in _lines()).encode()
 
-    summary = ingest_unit(store, "privacy", body, T0, ref_protector(engine, Config()))
+    summary = Ingest(store, ref_protector(engine, Config()), Config()).body("privacy", body, T0)
     verdicts = audit(store, (DEFAULT_POLICY,), T0 + 120_000)
     Auditor(store, Config().policies).tick(T0 + 120_000)  # the auditor's records too
     stored = _stored(engine, tmp_path)

@@ -6,25 +6,23 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from sidewatch.config import Config
 from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
-from sidewatch.ingest.payload import NO_LABELS, Labels
-from sidewatch.ingest.reader import NDJSON_TYPES, frame, ndjson_file, read_file
+from sidewatch.ingest.reader import NDJSON_TYPES, Framed, frame, ndjson_file, read_file
 from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
     from sqlalchemy import Engine
 
-    from sidewatch.ingest.agui import Interpreter, Reject, UnitResult
+    from sidewatch.ingest.agui import Reject
     from sidewatch.ingest.digest import RefProtector
-    from sidewatch.ingest.reader import Framed
 
 # What a unit may be sent as (HTTP's Content-Type, a JetStream message's header).
 MEDIA_TYPES = {*NDJSON_TYPES, "application/json", "text/event-stream", "text/plain"}
@@ -106,6 +104,18 @@ def framed_unit(
     return framed
 
 
+class Sent(TypedDict, total=False):
+    """How a unit was sent, besides its bytes: its media type (absent or None: sniffed), its
+    encoding (`identity` unless `gzip`), its key (a unit whose key is already stored is a
+    duplicate) and the kinds of line its sender may send (its token's `kinds`; absent or None:
+    every kind, as JetStream and files)."""
+
+    media_type: str | None
+    encoding: str
+    key: str | None
+    allowed: frozenset[str] | None
+
+
 @dataclass(frozen=True, slots=True)
 class ReadUnit:
     """A unit framed and within its limits, not stored yet; `allowed`: the kinds of line its
@@ -116,102 +126,6 @@ class ReadUnit:
     received_at: int
     key: str | None = None
     allowed: frozenset[str] | None = None
-
-
-def ingest_unit(
-    store: Store,
-    source: str,
-    body: bytes,
-    received_at: int,
-    protect: RefProtector,
-    media_type: str | None = None,
-    max_lines: int | None = None,
-    max_line_bytes: int | None = None,
-    key: str | None = None,
-    labels: Labels = NO_LABELS,
-    encoding: str = "identity",
-    max_inflated: int | None = None,
-    frontend_tools: Sequence[str] = (),
-    allowed: frozenset[str] | None = None,
-) -> IngestSummary:
-    """Interpret and store one unit in one transaction; bad lines are rejects, not errors
-    (a line of a kind not in `allowed`, when given, too). A unit over `max_lines` (or
-    inflating past `max_inflated` bytes) is refused whole (TooLarge), before anything is
-    stored. A unit whose `key` is already stored is a duplicate: nothing is stored again."""
-    framed = framed_unit(body, media_type, max_lines, encoding, max_inflated)
-    unit = ReadUnit(source, framed, received_at, key, allowed)
-    return _commit(store, unit, _Reading(protect, max_line_bytes, labels, frontend_tools))
-
-
-def _commit(store: Store, unit: ReadUnit, how: _Reading) -> IngestSummary:
-    """A read unit interpreted and stored in one transaction (a duplicate if its key is)."""
-    with store.unit(unit.source, unit.received_at, unit.key) as writer:
-        if writer is None:
-            return IngestSummary(unit.source, 0, 0, (), {}, duplicate=True)
-        return _write(writer, unit, how)
-
-
-def ingest_units(
-    store: Store,
-    units: Sequence[ReadUnit],
-    protect: RefProtector,
-    max_line_bytes: int | None = None,
-    labels: Labels = NO_LABELS,
-    frontend_tools: Sequence[str] = (),
-) -> list[IngestSummary]:
-    """Store read units in ONE transaction, each as `ingest_unit` would (a key already stored,
-    even earlier in the same batch, is a duplicate): all of them are committed or none. A
-    StoreRefused from any of them rolls back every one."""
-    with store.units() as batch:
-        out: list[IngestSummary] = []
-        for unit in units:
-            writer = batch.unit(unit.source, unit.received_at, unit.key)
-            if writer is None:
-                out.append(IngestSummary(unit.source, 0, 0, (), {}, duplicate=True))
-            else:
-                how = _Reading(protect, max_line_bytes, labels, frontend_tools)
-                out.append(_write(writer, unit, how))
-    return out
-
-
-def ingest_file(
-    store: Store,
-    path: str,
-    received_at: int,
-    protect: RefProtector,
-    labels: Labels = NO_LABELS,
-    limits: UnitLimits = UnitLimits(),
-    frontend_tools: Sequence[str] = (),
-) -> IngestSummary:
-    """A file (`-`: standard input) as one unit, as `ingest_unit` stores the file's bytes,
-    within the same `limits`. A plain NDJSON file is read a chunk at a time, so that its size
-    never bounds the memory it takes; any other is read whole."""
-    chunks = ndjson_file(path)
-    read: Callable[[Interpreter], UnitResult]
-    if chunks is None:
-        body = read_file(path)
-        try:
-            framed = framed_unit(body, None, limits.lines, max_inflated=limits.inflated_bytes)
-        except InputError as e:  # named by its file, as every error of a file is
-            raise type(e)(f"{path}: {e}") from None
-        read = lambda i: i.read(framed)  # noqa: E731 (one of two readers, chosen here)
-    else:
-        counted = _counted(chunks, limits.lines, path)
-        read = lambda i: i.read_chunks(counted)  # noqa: E731
-    with store.unit(path, received_at, None) as writer:
-        if writer is None:
-            return IngestSummary(path, 0, 0, (), {}, duplicate=True)
-        return _written(
-            writer,
-            path,
-            received_at,
-            protect,
-            limits.line_bytes,
-            labels,
-            frontend_tools,
-            None,  # a file holds whatever its reader may send: every kind
-            read,
-        )
 
 
 def _counted(chunks: Iterator[list[bytes]], limit: int | None, path: str) -> Iterator[list[bytes]]:
@@ -229,71 +143,18 @@ def _counted(chunks: Iterator[list[bytes]], limit: int | None, path: str) -> Ite
         yield chunk
 
 
-@dataclass(frozen=True, slots=True)
-class _Reading:
-    """How a unit's lines are read: refs protected, the line limit, labels, frontend tools."""
-
-    protect: RefProtector
-    max_line_bytes: int | None
-    labels: Labels
-    frontend_tools: Sequence[str]
-
-
-def _write(writer: UnitWriter, unit: ReadUnit, how: _Reading) -> IngestSummary:
-    return _written(
-        writer,
-        unit.source,
-        unit.received_at,
-        how.protect,
-        how.max_line_bytes,
-        how.labels,
-        how.frontend_tools,
-        unit.allowed,
-        lambda i: i.read(unit.framed),
-    )
-
-
-def _written(
-    writer: UnitWriter,
-    source: str,
-    received_at: int,
-    protect: RefProtector,
-    max_line_bytes: int | None,
-    labels: Labels,
-    frontend_tools: Sequence[str],
-    allowed: frozenset[str] | None,
-    read: Callable[[Interpreter], UnitResult],
-) -> IngestSummary:
-    """Interpret a unit's lines (`read` gives the interpreter them) into its open writer,
-    refusing those of a kind not in `allowed` (None: every kind allowed)."""
-    from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
-
-    res = read(
-        Interpreter(
-            received_at, writer.seq_base, protect, max_line_bytes, labels, frontend_tools, allowed
-        )
-    )
-    redelivered = writer.write(
-        protect.digests(res.facts),
-        [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
-        res.kinds,
-        res.accepted,
-        res.skipped,
-    )
-    kinds: dict[str, int] = (
-        {LineKind.REDELIVERED: res.accepted + res.skipped} if redelivered else dict(res.kinds)
-    )
-    return IngestSummary(
-        source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
-    )
-
-
 class Ingest:
-    """The ingest use case of HTTP, JetStream and the CLI (blocking: the daemon runs it in a
-    worker thread). Each unit is taken within the limits of `config` (replaced on a reload:
-    the next unit takes the new one), committed, then its lines counted in `counters`.
-    Raises InputError (unreadable), TooLarge, StoreRefused (the store refused its data) or
-    StoreError (store unavailable); each time nothing was stored."""
+    """The ingest use case, the one door of HTTP, JetStream, the CLI and the tests (blocking:
+    the daemon runs it in a worker thread). Built once per daemon or command with what is
+    fixed there (the store, how refs are protected, the config, the counters); each call takes
+    a unit. A unit is taken within the limits of `config` (replaced on a reload: the next unit
+    takes the new one) and read with its decision labels and frontend tools, committed in one
+    transaction, then its lines counted in `counters`. Bad lines are rejects, not errors (a
+    line of a kind not in the unit's `allowed`, too). Raises InputError (unreadable), TooLarge
+    (more lines than server.maxLinesPerUnit, or inflating past server.maxInflatedBytes:
+    refused whole), StoreRefused (the store refused its data) or StoreError (store
+    unavailable); each time nothing was stored. A unit whose `key` is already stored is a
+    duplicate: nothing is stored again."""
 
     def __init__(
         self,
@@ -314,63 +175,114 @@ class Ingest:
     def limits(self) -> UnitLimits:
         return UnitLimits.of(self.config)
 
-    def read(
-        self,
-        source: str,
-        body: bytes,
-        media_type: str | None,
-        encoding: str,
-        received_at: int,
-        key: str | None = None,
-        allowed: frozenset[str] | None = None,
-    ) -> ReadUnit:
+    def read(self, source: str, body: bytes, received_at: int, **sent: Unpack[Sent]) -> ReadUnit:
         """A unit undone from gzip and framed within the limits, not stored yet; raises
-        InputError or TooLarge (nothing touches the store). `allowed`: the kinds of line its
-        sender may send (its token's; None: every kind); a line of another is rejected
-        (`kind_not_allowed`) when the unit is stored, and the rest stored as usual."""
+        InputError or TooLarge (nothing touches the store). A line of a kind its sender may
+        not send is rejected (`kind_not_allowed`) when the unit is stored, the rest stored as
+        usual."""
         limits = self.limits
-        framed = framed_unit(body, media_type, limits.lines, encoding, limits.inflated_bytes)
-        return ReadUnit(source, framed, received_at, key, allowed)
+        media, encoding = sent.get("media_type"), sent.get("encoding", "identity")
+        framed = framed_unit(body, media, limits.lines, encoding, limits.inflated_bytes)
+        return ReadUnit(source, framed, received_at, sent.get("key"), sent.get("allowed"))
+
+    def body(
+        self, source: str, body: bytes, received_at: int, **sent: Unpack[Sent]
+    ) -> IngestSummary:
+        """A body (an HTTP request's, a message's) read as `read` does and committed as `unit`
+        does."""
+        return self.unit(self.read(source, body, received_at, **sent))
 
     def unit(self, unit: ReadUnit) -> IngestSummary:
-        """One unit (as `read` gives it) committed in a transaction of its own, and counted
-        (see `ingest_unit`)."""
-        cfg = self.config
-        with self._writer:
-            how = _Reading(
-                self.protect, cfg.max_line_bytes, cfg.decision_labels, cfg.frontend_tools
-            )
-            summary = _commit(self.store, unit, how)
+        """One unit (as `read` gives it) committed in a transaction of its own, and counted."""
+        with self._writer, self.store.unit(unit.source, unit.received_at, unit.key) as writer:
+            summary = self._stored(writer, unit)
         return self._counted(summary)
 
     def units(self, units: Sequence[ReadUnit]) -> list[IngestSummary]:
-        """Read units committed in ONE transaction, then counted (see `ingest_units`)."""
-        cfg = self.config
-        with self._writer:
-            summaries = ingest_units(
-                self.store,
-                units,
-                self.protect,
-                cfg.max_line_bytes,
-                cfg.decision_labels,
-                cfg.frontend_tools,
-            )
+        """Read units committed in ONE transaction, each as `unit` would (a key already stored,
+        even earlier in the same batch, is a duplicate), then counted: all of them are
+        committed or none. A StoreRefused from any of them rolls back every one."""
+        with self._writer, self.store.units() as batch:
+            summaries: list[IngestSummary] = []
+            for unit in units:
+                writer = batch.unit(unit.source, unit.received_at, unit.key)
+                summaries.append(self._stored(writer, unit))
         return [self._counted(s) for s in summaries]
 
     def file(self, path: str, received_at: int) -> IngestSummary:
-        """A file (`-`: standard input) as one unit, within the same limits as a body."""
-        with self._writer:
-            summary = ingest_file(
-                self.store,
-                path,
-                received_at,
-                self.protect,
-                self.config.decision_labels,
-                self.limits,
-                self.config.frontend_tools,
+        """A file (`-`: standard input) as one unit, as `body` stores the file's bytes, within
+        the same limits. A plain NDJSON file is read a chunk at a time, so that its size never
+        bounds the memory it takes; any other is read whole. Every kind of line is allowed:
+        a file holds whatever its reader may send."""
+        limits = self.limits
+        chunks = ndjson_file(path)
+        lines: Framed | Iterator[list[bytes]]
+        if chunks is None:
+            body = read_file(path)
+            try:
+                lines = framed_unit(body, None, limits.lines, max_inflated=limits.inflated_bytes)
+            except InputError as e:  # named by its file, as every error of a file is
+                raise type(e)(f"{path}: {e}") from None
+        else:
+            lines = _counted(chunks, limits.lines, path)
+        with self._writer, self.store.unit(path, received_at, None) as writer:
+            summary = (
+                _duplicate(path)
+                if writer is None
+                else self._interpreted(writer, path, received_at, None, lines)
             )
         return self._counted(summary)
+
+    def _stored(self, writer: UnitWriter | None, unit: ReadUnit) -> IngestSummary:
+        """A read unit into its writer (None: its key is stored already, a duplicate)."""
+        if writer is None:
+            return _duplicate(unit.source)
+        return self._interpreted(writer, unit.source, unit.received_at, unit.allowed, unit.framed)
+
+    def _interpreted(
+        self,
+        writer: UnitWriter,
+        source: str,
+        received_at: int,
+        allowed: frozenset[str] | None,
+        lines: Framed | Iterator[list[bytes]],
+    ) -> IngestSummary:
+        """Interpret a unit's lines (framed, or a file's chunks) into its open writer, refusing
+        those of a kind not in `allowed` (None: every kind allowed)."""
+        from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
+
+        cfg, protect = self.config, self.protect
+        interpreter = Interpreter(
+            received_at,
+            writer.seq_base,
+            protect,
+            cfg.max_line_bytes,
+            cfg.decision_labels,
+            cfg.frontend_tools,
+            allowed,
+        )
+        res = (
+            interpreter.read(lines) if isinstance(lines, Framed) else interpreter.read_chunks(lines)
+        )
+        redelivered = writer.write(
+            protect.digests(res.facts),
+            [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
+            res.kinds,
+            res.accepted,
+            res.skipped,
+        )
+        kinds: dict[str, int] = (
+            {LineKind.REDELIVERED: res.accepted + res.skipped} if redelivered else dict(res.kinds)
+        )
+        return IngestSummary(
+            source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
+        )
 
     def _counted(self, summary: IngestSummary) -> IngestSummary:
         self.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
         return summary
+
+
+def _duplicate(source: str) -> IngestSummary:
+    """What a unit whose key is already stored comes to: nothing stored again."""
+    return IngestSummary(source, 0, 0, (), {}, duplicate=True)

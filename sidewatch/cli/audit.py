@@ -97,7 +97,7 @@ def demo(fmt: str) -> None:
         with opened_store(cfg) as engine:
             store = Store(engine)
             ingest = Ingest(store, ref_protector(engine, cfg), cfg)
-            ingest.unit(ingest.read("seed-audit.ndjson", body, None, "identity", parse_at(DEMO_AT)))
+            ingest.body("seed-audit.ndjson", body, parse_at(DEMO_AT))
             _print_audit(store, cfg, parse_at(DEMO_AT), fmt, False)
 
 

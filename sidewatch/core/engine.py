@@ -4,6 +4,7 @@ Owns identity (which announcements are one wait, its requestId), the matching of
 evidence events to waits whenever the wait appears, and which later runs of the thread count
 for a wait. Facts are walked once in (time, arrival) order; each wait's replay stays live, so
 "was it open then?" is read from it, never rebuilt. Pure: facts and `now` in, verdicts out.
+The walk's order is `core.order`'s; what it reads of the whole thread first, `core.thread`'s.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import Any
 
 from sidewatch.core.facts import (
     VIA_EDITED,
-    VIA_GATED_CALL,
-    VIA_TOOL_MESSAGE,
     AnswerFact,
     FindingFact,
     HeartbeatFact,
@@ -25,7 +24,6 @@ from sidewatch.core.facts import (
     RunMark,
     SignalFact,
     SignalKind,
-    SubagentFact,
     ThreadFacts,
     ToolCallFact,
     ToolResultFact,
@@ -34,7 +32,6 @@ from sidewatch.core.facts import (
 from sidewatch.core.health import Replay
 from sidewatch.core.model import (
     ActionChange,
-    Code,
     Decision,
     Heartbeat,
     Item,
@@ -43,32 +40,37 @@ from sidewatch.core.model import (
     RunEvent,
     RunStep,
     State,
-    SubagentState,
-    SubagentStep,
-    SubagentTrace,
     Verdict,
     WaitEvidence,
 )
+from sidewatch.core.order import (
+    INPUT,
+    INTERRUPT,
+    LEGACY,
+    LEGACY_ANSWER,
+    LONE,
+    LONE_ANSWER,
+    RUN_STEPS,
+    LegacyEntries,
+    Pos,
+    Step,
+    ordered_steps,
+)
 from sidewatch.core.policy import Policy
+from sidewatch.core.thread import (
+    GatedCalls,
+    Subagents,
+    answers_of,
+    gated_calls,
+    legacy_answer,
+    subagents_of,
+)
 from sidewatch.core.vocab import FindingRule
 
 PolicyFor = Callable[[str | None, str | None], Policy]
 Key = tuple[int, int]
-Pos = tuple[int, int, int, int, int]  # at, seq, kind, index, sub-index: the walk's order
-
-_RUN_STEPS = {
-    RunMark.STARTED: RunStep.STARTED,
-    RunMark.FINISHED: RunStep.FINISHED,
-    RunMark.INTERRUPTED: RunStep.INTERRUPTED,
-    RunMark.ERROR: RunStep.ERROR,
-}
 _ENDS = (RunStep.FINISHED, RunStep.INTERRUPTED)
 FINDING_REPEAT = FindingRule.REPEATED_ANSWER_REJECTED
-
-# What happens at one instant, in this order: announcements, then the questions asked of the
-# waits as they were just before it, then the items (in the order a timeline lists them).
-_INTERRUPT, _LEGACY, _LONE, _INPUT = 0, 1, 2, 3
-_SIGNAL, _ANSWER, _LEGACY_ANSWER, _HEARTBEAT, _RUN, _TOOL_RESULT, _LONE_ANSWER = range(10, 17)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +159,7 @@ class _Pass:
 
     def run(self) -> ThreadVerdicts:
         facts = self.facts
-        answers = _first_tool_message_answers(_by_gated_call(facts))
+        answers = answers_of(facts)
         steps = self._prepare(answers)
         k, n = 0, len(steps)
         while k < n:
@@ -172,7 +174,7 @@ class _Pass:
                 self._take_verdict(w)
         return self._finish(answers)
 
-    def _prepare(self, answers: tuple[AnswerFact, ...]) -> list[tuple[Pos, object]]:
+    def _prepare(self, answers: tuple[AnswerFact, ...]) -> list[Step]:
         facts = self.facts
         self.known = {i.interrupt_id for i in facts.interrupts}
         if facts.legacy_resumes:  # only their keys are hashed: one digest per id otherwise
@@ -191,60 +193,28 @@ class _Pass:
         self.answers = answers
         if facts.subagents:
             self.subagents = subagents_of(facts.subagents)
-        finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
-        # A run's answers for the lone-answer rule, counted before legacy resumes resolve.
-        counts: dict[str, int] = {}
-        for a in answers:
-            counts[a.run_id] = counts.get(a.run_id, 0) + 1
-        legacy_entries = []
-        for lr in facts.legacy_resumes:
-            entries = [(self.hashed[h], c, d) for h, c, d in lr.entries if h in self.hashed]
-            legacy_entries.append(entries)
-            counts[lr.run_id] = counts.get(lr.run_id, 0) + max(len(entries), 1)
-
-        steps: list[tuple[Pos, object]] = []
-        for n, f in enumerate(facts.interrupts):
-            steps.append(((f.at, f.seq, _INTERRUPT, n, 0), f))
-        for n, lr in enumerate(facts.legacy_resumes):
-            steps.append(((lr.at, lr.seq, _LEGACY, n, 0), (lr, legacy_entries[n])))
-        for n, a in enumerate(answers):
-            steps.append(((a.at, a.seq, _ANSWER, n, 0), a))
-            if a.interrupt_id not in self.known and a.run_id in finished and counts[a.run_id] == 1:
-                steps.append(((a.at, a.seq, _LONE, n, 0), a))
-        for n, r in enumerate(facts.runs):
-            if r.mark is RunMark.INPUT:
-                steps.append(((r.at, r.seq, _INPUT, n, 0), r))
-            elif r.mark in _RUN_STEPS:
-                steps.append(((r.at, r.seq, _RUN, n, 0), r))
-        for n, s in enumerate(facts.signals):
-            steps.append(((s.at, s.seq, _SIGNAL, n, 0), s))
-        for n, h in enumerate(facts.heartbeats):
-            steps.append(((h.at, h.seq, _HEARTBEAT, n, 0), h))
-        for n, t in enumerate(facts.tool_results):
-            steps.append(((t.at, t.seq, _TOOL_RESULT, n, 0), t))
-        steps.sort(key=lambda s: s[0])
-        return steps
+        return ordered_steps(facts, answers, self.known, self.hashed)
 
     # -- one instant ----------------------------------------------------------------------
 
-    def _instant(self, key: Key, steps: list[tuple[Pos, object]]) -> None:
+    def _instant(self, key: Key, steps: list[Step]) -> None:
         if not self.crossed and key[0] > self.when:
             self.crossed = True
             for w in self.waits:
                 self._take_verdict(w)
-        later: list[tuple[Pos, object]] = []
+        later: list[Step] = []
         for pos, fact in steps:
             kind = pos[2]
-            if kind == _INTERRUPT:
+            if kind == INTERRUPT:
                 assert isinstance(fact, InterruptFact)
                 self._announce(fact, key)
-            elif kind == _LEGACY:
+            elif kind == LEGACY:
                 assert isinstance(fact, tuple)
                 later += self._legacy(pos, *fact)
-            elif kind == _LONE:
+            elif kind == LONE:
                 assert isinstance(fact, AnswerFact)
                 later += self._lone(pos, fact)
-            elif kind == _INPUT:
+            elif kind == INPUT:
                 assert isinstance(fact, RunFact)
                 self._input(fact)
             else:
@@ -347,22 +317,20 @@ class _Pass:
     def _open_before(self, key: Key) -> list[_Wait]:
         return [w for w in self.open.values() if w.key < key]
 
-    def _legacy(
-        self, pos: Pos, lr: LegacyResumeFact, entries: list[tuple[str, Code, str | None]]
-    ) -> list[tuple[Pos, object]]:
+    def _legacy(self, pos: Pos, lr: LegacyResumeFact, entries: LegacyEntries) -> list[Step]:
         """`forwardedProps.command.resume`: a map keyed by interrupt id when any key names an
         interrupt of the thread (open or closed); otherwise one answer for the thread's one
         open wait (with several open: a finding, and nothing applied)."""
         at, seq, _, n, _ = pos
         if entries:
             return [
-                ((at, seq, _LEGACY_ANSWER, n, m), _answer(lr, i, c, d))
+                ((at, seq, LEGACY_ANSWER, n, m), legacy_answer(lr, i, c, d))
                 for m, (i, c, d) in enumerate(entries)
             ]
         open_then = self._open_before((at, seq))
         if len(open_then) == 1:
             iid = open_then[0].first.interrupt_id
-            return [((at, seq, _LEGACY_ANSWER, n, 0), _answer(lr, iid, lr.code, lr.digest))]
+            return [((at, seq, LEGACY_ANSWER, n, 0), legacy_answer(lr, iid, lr.code, lr.digest))]
         self.findings.append(
             FindingFact(
                 rule=FindingRule.LEGACY_RESUME_AMBIGUOUS
@@ -377,7 +345,7 @@ class _Pass:
         )
         return []
 
-    def _lone(self, pos: Pos, a: AnswerFact) -> list[tuple[Pos, object]]:
+    def _lone(self, pos: Pos, a: AnswerFact) -> list[Step]:
         """Some producers apply a run's only answer to the thread's only open wait, whatever
         id it names: such an answer, unmatched and in a run that completes, is that wait's."""
         open_then = self._open_before((a.at, a.seq))
@@ -385,7 +353,7 @@ class _Pass:
             return []
         self.lone_runs.add(a.run_id)
         d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True, a.via == VIA_EDITED)
-        return [((a.at, a.seq, _LONE_ANSWER, pos[3], 0), (open_then[0], d))]
+        return [((a.at, a.seq, LONE_ANSWER, pos[3], 0), (open_then[0], d))]
 
     def _input(self, r: RunFact) -> None:
         """A run asked for while a wait was open: a finding unless the run answered it."""
@@ -470,7 +438,7 @@ class _Pass:
         for w in self.answered_by.get(r.run_id, ()):
             if w.replay.closed is State.RESUMED and w.key < first:
                 targets.append(w)
-        step = _RUN_STEPS[r.mark]
+        step = RUN_STEPS[r.mark]
         reported = self.run_results.get(r.run_id, set()) if step in _ENDS else set()
         for w in targets:
             if w.first.run_id != r.run_id:
@@ -569,124 +537,3 @@ class _Pass:
 def heartbeat_item(fact: HeartbeatFact) -> Heartbeat:
     """The timeline item of a heartbeat fact (a beat, or a span of beats)."""
     return Heartbeat(fact.at, fact.seq, fact.handle, fact.last_at, fact.last_seq, fact.beats)
-
-
-@dataclass(frozen=True, slots=True)
-class GatedCalls:
-    """Which gated calls each run's input answered (`resume[]` entries and tool messages,
-    by the interrupts' tool-call ids) and asked for (its interrupts), from the whole thread."""
-
-    answered: dict[str, frozenset[str]]
-    asked: dict[str, frozenset[str]]
-
-    def others_reported(self, run: str, call: str | None, reported: set[str]) -> bool:
-        """The run reported a result (one of `reported`) of another gated call its input
-        answered, and did not ask for `call` again: evidence it drops `call` if it ends
-        without that call's result."""
-        if call is None or call in self.asked.get(run, ()):
-            return False
-        return any(c != call for c in self.answered.get(run, frozenset()) & reported)
-
-
-def gated_calls(facts: ThreadFacts, answers: Iterable[AnswerFact]) -> GatedCalls:
-    """Which gated tool calls each run of the thread was answered about, and which it asked
-    for (announced a wait on), from the thread's interrupts and answers."""
-    calls: dict[str, set[str]] = {}
-    asked: dict[str, set[str]] = {}
-    for i in facts.interrupts:
-        if i.tool_call_id is not None:
-            calls.setdefault(i.interrupt_id, set()).add(i.tool_call_id)
-            asked.setdefault(i.run_id, set()).add(i.tool_call_id)
-    answered: dict[str, set[str]] = {}
-    for a in answers:
-        answered.setdefault(a.run_id, set()).update(calls.get(a.interrupt_id, ()))
-    return GatedCalls(
-        {k: frozenset(v) for k, v in answered.items()},
-        {k: frozenset(v) for k, v in asked.items()},
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Subagents:
-    """The thread's subagent invocations: each one's events, and which interrupt of which run
-    a suspended one said it raised (`SUBAGENT_FINISHED` `outcome.interruptIds`)."""
-
-    traces: dict[str, SubagentTrace]
-    raised: dict[tuple[str, str], str]  # (run, interrupt id) -> subagentRunId
-
-    def trace(self, f: InterruptFact) -> SubagentTrace | None:
-        """The subagent that raised the wait `f` opens: the interrupt's own `subagentRunId`,
-        else the earliest suspended subagent of its run that names it. Never a wait itself."""
-        run_id = f.subagent_run_id
-        if run_id is None:
-            run_id = self.raised.get((f.run_id, f.interrupt_id))
-            if run_id is None:
-                return None
-        return self.traces.get(run_id) or SubagentTrace(run_id)
-
-
-def subagents_of(facts: Iterable[SubagentFact]) -> Subagents:
-    """Every subagent invocation of the thread with its steps in (time, arrival) order."""
-    steps: dict[str, list[SubagentStep]] = {}
-    raised: dict[tuple[str, str], str] = {}
-    for f in sorted(facts, key=lambda f: (f.at, f.seq)):
-        steps.setdefault(f.subagent_run_id, []).append(
-            SubagentStep(f.at, f.seq, f.state, f.run_id, f.name)
-        )
-        if f.state is SubagentState.SUSPENDED:
-            for interrupt_id in f.interrupt_ids:
-                raised.setdefault((f.run_id, interrupt_id), f.subagent_run_id)
-    return Subagents({k: SubagentTrace(k, tuple(v)) for k, v in steps.items()}, raised)
-
-
-def _answer(lr: LegacyResumeFact, interrupt_id: str, code: Code, digest: str | None) -> AnswerFact:
-    return AnswerFact(
-        thread_id=lr.thread_id,
-        run_id=lr.run_id,
-        interrupt_id=interrupt_id,
-        code=code,
-        at=lr.at,
-        seq=lr.seq,
-        digest=digest,
-    )
-
-
-def _by_gated_call(facts: ThreadFacts) -> tuple[AnswerFact, ...]:
-    """Tool messages naming a wait by its gated call (Agent Framework's `confirm_changes`)
-    as answers of that wait: the latest announced with that `toolCallId` at the answer, else
-    the first one after it. One no interrupt gates stays an answer naming the call."""
-    answers = facts.answers
-    if not any(a.via == VIA_GATED_CALL for a in answers):
-        return answers
-    gating: dict[str, list[InterruptFact]] = {}
-    for i in sorted(facts.interrupts, key=lambda i: (i.at, i.seq)):
-        if i.tool_call_id is not None:
-            gating.setdefault(i.tool_call_id, []).append(i)
-    out = []
-    for a in answers:
-        if a.via != VIA_GATED_CALL:
-            out.append(a)
-            continue
-        its = gating.get(a.interrupt_id, [])
-        before = [i for i in its if (i.at, i.seq) <= (a.at, a.seq)]
-        target = before[-1] if before else its[0] if its else None
-        iid = a.interrupt_id if target is None else target.interrupt_id
-        out.append(replace(a, interrupt_id=iid, via=VIA_TOOL_MESSAGE))
-    return tuple(out)
-
-
-def _first_tool_message_answers(answers: tuple[AnswerFact, ...]) -> tuple[AnswerFact, ...]:
-    """Clients repeat a tool message's answer (ADK's confirmation, a frontend-tool wait's) in
-    every later input's history: only the first answer for an interrupt counts; the repeats
-    are not continuations."""
-    if not answers:
-        return answers
-    seen: set[str] = set()
-    kept = []
-    for a in sorted(answers, key=lambda a: (a.at, a.seq)):
-        if a.via == VIA_TOOL_MESSAGE:
-            if a.interrupt_id in seen:
-                continue
-            seen.add(a.interrupt_id)
-        kept.append(a)
-    return tuple(kept) if len(kept) != len(answers) else answers

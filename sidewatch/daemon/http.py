@@ -176,7 +176,7 @@ def _take(
 ) -> IngestSummary:
     """A body read and committed as one unit (blocking: run in a worker thread); a line of a
     kind not in `allowed` (the token's `kinds`) is rejected."""
-    return ingest.unit(ingest.read(source, body, media, encoding, now_ms(), allowed=allowed))
+    return ingest.body(source, body, now_ms(), media_type=media, encoding=encoding, allowed=allowed)
 
 
 async def _finished(work: Awaitable[IngestSummary]) -> IngestSummary:

@@ -55,7 +55,9 @@ def handle(
     refused its data) here; its 503 is RETRY."""
     try:
         media, encoding = _decoded(ingest, body, headers)
-        summary = ingest.unit(ingest.read(source, body, media, encoding, received_at, key))
+        summary = ingest.body(
+            source, body, received_at, media_type=media, encoding=encoding, key=key
+        )
     except StoreRefused as e:
         # Redelivered, it would be refused again and hold back every message behind it.
         log.warning(
@@ -96,7 +98,9 @@ def handle_batch(ingest: Ingest, source: str, batch: Sequence[Delivered]) -> lis
     for n, msg in enumerate(batch):
         try:
             media, encoding = _decoded(ingest, msg.body, msg.headers)
-            unit = ingest.read(source, msg.body, media, encoding, msg.received_at, msg.key)
+            unit = ingest.read(
+                source, msg.body, msg.received_at, media_type=media, encoding=encoding, key=msg.key
+            )
             read.append((n, unit))
         except (InputError, TooLarge) as e:
             # The reason names the problem (a line number, a size), never the content.

@@ -10,28 +10,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import resource
-import signal
-import sys
 import threading
 import time
-import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.cron import CronTrigger
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy.exc import StatementError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 
@@ -42,18 +34,20 @@ from sidewatch.app.read import Read
 from sidewatch.app.report import report, write_reports
 from sidewatch.config import Config
 from sidewatch.core.policy import Policy
-from sidewatch.core.text import cap, clean, safe
 from sidewatch.daemon.http import AppState, create_app
 from sidewatch.daemon.listen import bind, check_listen
+from sidewatch.daemon.logs import setup_logging
 from sidewatch.daemon.protocol import head_deadline
 from sidewatch.daemon.reload import key_of, reloaded
+from sidewatch.daemon.schedule import AUDIT_JOB, scheduled
 from sidewatch.daemon.selfwatch import SelfCollector
+from sidewatch.daemon.server import BoundedServer, connection_cap, raise_open_files
 from sidewatch.daemon.writes import cause
 from sidewatch.errors import LeaseLost, SidewatchError, StoreError
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
-from sidewatch.store.db import Limits, failure, open_store, require_head
+from sidewatch.store.db import Limits, open_store, require_head
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
 
@@ -62,116 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sidewatch")
 T = TypeVar("T")
-LOG_MESSAGE_LIMIT = 2000  # characters of a log record's message
-LOG_TRACEBACK_LIMIT = 16_000
-
-
-class JsonLogs(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (and the exception, if any).
-    A message may hold a producer's ids: it is cleaned and capped (`core.text.safe`), and the
-    traceback line by line, so that no input can forge a record or a line of its own."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": safe(record.getMessage(), LOG_MESSAGE_LIMIT),
-        }
-        # Every `extra=` field (our code's counts and ids, never content), cleaned like msg.
-        for key, value in vars(record).items():
-            if key not in _RECORD_FIELDS and key not in entry:
-                entry[key] = safe(value, LOG_MESSAGE_LIMIT) if isinstance(value, str) else value
-        if record.exc_info:
-            lines = self.formatException(record.exc_info).split("\n")
-            entry["exc"] = cap("\n".join(map(clean, lines)), LOG_TRACEBACK_LIMIT)
-        return orjson.dumps(entry, default=_logged).decode()
-
-    def formatException(self, ei: Any) -> str:
-        """The traceback; but where a database error is in it, that error is told as its class
-        and code only (its text holds the statement, and a server's DETAIL line may hold a
-        unit's values) and frames without their source lines (which may quote a statement)."""
-        chain: list[BaseException] = []
-        exc: BaseException | None = ei[1]
-        while exc is not None and exc not in chain:
-            chain.append(exc)
-            exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-        if not any(_is_db_error(x) for x in chain):
-            return super().formatException(ei)
-        return "\n\nwhich led to:\n\n".join(
-            "Traceback (most recent call last):\n"
-            + "".join(
-                f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
-                for f in traceback.extract_tb(x.__traceback__)
-            )
-            + (failure(x) if _is_db_error(x) else f"{type(x).__name__}: {x}")
-            for x in reversed(chain)
-        )
-
-
-# What every LogRecord has: anything else on a record came from `extra=`.
-_RECORD_FIELDS = frozenset(
-    {*vars(logging.LogRecord("", 0, "", 0, "", (), None)), "message", "asctime", "taskName"}
-    | {"color_message"}  # uvicorn's msg again, with terminal colours
-)
-
-
-def _logged(value: Any) -> str:
-    """An `extra=` value JSON cannot hold, as its cleaned text."""
-    return safe(str(value), LOG_MESSAGE_LIMIT)
-
-
-def _is_db_error(e: BaseException) -> bool:
-    """SQLAlchemy's wrapper of a driver error, or a driver's own (psycopg, sqlite3)."""
-    return isinstance(e, StatementError) or hasattr(e, "sqlstate") or hasattr(e, "sqlite_errorcode")
-
-
-LOG_REPEAT_SECONDS = 60.0  # how often a message a client can trigger may be logged
-
-
-def setup_logging(level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogs())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    # Loggers a client can make speak once per connection: asyncio's "socket.accept() out of
-    # system resource" on a connection flood, uvicorn's "Invalid HTTP request received.".
-    for name in ("asyncio", "uvicorn.error", "sidewatch.http"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, OncePer) for f in logger.filters):
-            logger.addFilter(OncePer(LOG_REPEAT_SECONDS))
-
-
-class OncePer(logging.Filter):
-    """Lets each message through at most once per `seconds`; the next one that passes says how
-    many were held back meanwhile."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self.seconds = seconds
-        self._last: dict[str, float] = {}
-        self._held: dict[str, int] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        # The template's first line: asyncio's messages go on with the socket's repr.
-        key = str(record.msg).split("\n", 1)[0][:200]
-        now = time.monotonic()
-        last = self._last.get(key)
-        if last is not None and now - last < self.seconds:
-            self._held[key] = self._held.get(key, 0) + 1
-            return False
-        if len(self._last) > 1000:  # bounded, whatever the messages
-            self._last.clear()
-            self._held.clear()
-        self._last[key] = now
-        held = self._held.pop(key, 0)
-        if held:
-            record.msg = f"{record.msg} ({held} more like this held back)"
-        return True
 
 
 class _BuildInfo(Collector):
@@ -337,7 +221,7 @@ class Daemon:
             except StoreError as e:  # the next claim renews, the next tick retries
                 log.warning("could not load the counters: %s", e)
             if self._scheduler is not None:
-                self._scheduler.modify_job("audit", next_run_time=datetime.now(UTC))
+                self._scheduler.modify_job(AUDIT_JOB, next_run_time=datetime.now(UTC))
         elif epoch is not None and not held:
             log.warning("lost the audit lease: another replica audits now")
 
@@ -498,30 +382,9 @@ class Daemon:
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        scheduler = self._scheduler = AsyncIOScheduler(timezone=UTC)
-        interval = self.config.audit_interval_ms / 1000
-        # The lease is claimed every half interval, so a standby takes over within two.
-        for job, seconds, name in (
-            (self.claim, interval / 2, "lease"),
-            (self.tick, interval, "audit"),
-        ):
-            scheduler.add_job(
-                job,
-                "interval",
-                seconds=seconds,
-                next_run_time=datetime.now(UTC),
-                max_instances=1,
-                coalesce=True,
-                id=name,
-            )
-        if self.config.report_schedule:
-            scheduler.add_job(
-                self.nightly_report,
-                CronTrigger.from_crontab(self.config.report_schedule, timezone=UTC),
-                max_instances=1,
-                coalesce=True,
-                id="report",
-            )
+        scheduler = self._scheduler = scheduled(
+            self.config, self.claim, self.tick, self.nightly_report
+        )
         self._stopping = False
         scheduler.start()
         if self.jetstream is not None:
@@ -569,87 +432,6 @@ def _jetstream(config: Config, ingest: Ingest) -> JetStreamIngest | None:
             "pip install 'sidewatch[nats]'"
         ) from e
     return JetStreamIngest(ingest, config.nats)
-
-
-# Open files the daemon needs besides its connections: store connections (three files each
-# on SQLite), the listening sockets, the Alertmanager and NATS clients, reports, logs.
-FILES_IN_RESERVE = 128
-
-
-def raise_open_files() -> int:
-    """Raises the soft limit on open files to the hard limit where allowed; returns the soft
-    limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError) as e:
-            log.warning("could not raise the open-file limit from %d: %s", soft, e)
-    return soft
-
-
-def connection_cap(config: Config, open_files: int) -> int:
-    """server.maxConnections, lowered to what the open-file limit leaves for connections."""
-    room = max(1, open_files - FILES_IN_RESERVE)
-    if config.max_connections > room:
-        log.warning(
-            "server.maxConnections %d is over what the open-file limit of %d allows: "
-            "holding at most %d connections (raise the limit: ulimit -n, LimitNOFILE=)",
-            config.max_connections,
-            open_files,
-            room,
-        )
-        return room
-    return config.max_connections
-
-
-class BoundedServer(uvicorn.Server):
-    """uvicorn that calls `on_hup` on the event loop at SIGHUP (the config's reload), and
-    exits within `bound_s` of the first SIGTERM or SIGINT whatever still runs (a store that
-    stopped answering holds worker threads)."""
-
-    def __init__(
-        self, bound_s: float, config: uvicorn.Config, on_hup: Callable[[], None] = lambda: None
-    ) -> None:
-        super().__init__(config)
-        self.bound_s = bound_s
-        self.on_hup = on_hup
-        self._bound: threading.Timer | None = None
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            with super().capture_signals():
-                yield
-            return
-        loop = asyncio.get_running_loop()
-
-        def hup(sig: int, frame: FrameType | None) -> None:
-            loop.call_soon_threadsafe(self.on_hup)
-
-        before = signal.signal(signal.SIGHUP, hup)
-        try:
-            with super().capture_signals():
-                yield
-        finally:
-            signal.signal(signal.SIGHUP, before)
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        if self._bound is None:
-            self._bound = threading.Timer(self.bound_s, self._give_up)
-            self._bound.daemon = True
-            self._bound.start()
-
-    def _give_up(self) -> None:
-        log.error(
-            "shutdown took longer than %gs (server.shutdownTimeout): exiting now", self.bound_s
-        )
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        os._exit(1)
 
 
 def serve(

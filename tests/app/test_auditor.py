@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from sidewatch.app.audit import Auditor, audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.model import Thresholds
 from sidewatch.core.policy import DEFAULT_POLICY, Policy
@@ -59,13 +59,15 @@ def store(open_stores: Callable[[], Store]) -> Store:
 
 def seeded(store: Store) -> Store:
     """The reference six-request stream, received at 16:30."""
-    ingest_unit(store, "seed", SEED.read_bytes(), SEED_AT, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+        "seed", SEED.read_bytes(), SEED_AT
+    )
     return store
 
 
 def ingest(store: Store, lines: list[dict[str, Any]], received_at: int) -> None:
     body = b"\n".join(orjson.dumps(line) for line in lines)
-    ingest_unit(store, "test", body, received_at, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body("test", body, received_at)
 
 
 # -- wire lines ------------------------------------------------------------------------
@@ -470,7 +472,9 @@ def test_protocol_findings_are_counted_once_per_wait_and_rule(store: Store) -> N
         "langgraph-approve-legacy-noraw",
     ):
         body = (producers / f"{name}.ndjson").read_bytes()
-        ingest_unit(store, name, body, 1_785_083_340_000, ref_protector(store.engine, Config()))
+        Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+            name, body, 1_785_083_340_000
+        )
     auditor = Auditor(store, POLICIES)
 
     auditor.tick(1_785_083_400_000)

@@ -15,7 +15,7 @@ from sqlalchemy import event, text
 
 from sidewatch.app import evaluate as evaluation
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
@@ -54,7 +54,7 @@ def _run(i: int) -> list[dict[str, Any]]:
 
 def _ingest(store: Store, lines: list[dict[str, Any]], at: int) -> None:
     body = b"\n".join(orjson.dumps(line) for line in lines)
-    ingest_unit(store, "test", body, at, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body("test", body, at)
 
 
 def _new_run(store: Store, now: int) -> None:

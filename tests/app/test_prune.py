@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, event, text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.prune import Retention
 from sidewatch.app.report import report
 from sidewatch.config import Config
@@ -36,7 +36,7 @@ POLICIES = Config().policies
 
 def ingest(store: Store, lines: list[dict[str, Any]], received_at: int, bad: int = 0) -> None:
     body = b"\n".join([*(orjson.dumps(line) for line in lines), *([b"{not json"] * bad)])
-    ingest_unit(store, "test", body, received_at, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body("test", body, received_at)
 
 
 def asked(thread: str, at: int, run: str = "r1", interrupt: str = "i") -> list[dict[str, Any]]:

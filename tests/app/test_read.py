@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.model import State
@@ -28,7 +28,9 @@ MIN = 60_000
 def read(db_url: str) -> Iterator[Read]:
     engine = open_store(db_url)
     store = Store(engine)
-    ingest_unit(store, "seed", FIXTURE.read_bytes(), AT - 60 * MIN, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "seed", FIXTURE.read_bytes(), AT - 60 * MIN
+    )
     yield Read(store, Auditor(store, Config().policies).policy_for)
     engine.dispose()
 

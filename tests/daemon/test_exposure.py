@@ -33,7 +33,9 @@ from sqlalchemy import create_engine, text
 from sidewatch.cli.main import cli
 from sidewatch.config import Config, Token
 from sidewatch.config_schema import load_config
-from sidewatch.daemon.serve import Daemon, OncePer, check_listen
+from sidewatch.daemon.listen import check_listen
+from sidewatch.daemon.logs import OncePer
+from sidewatch.daemon.serve import Daemon
 from sidewatch.errors import ConfigError, SidewatchError
 from tests.daemon.test_e2e import _start, _stop, _unit
 
@@ -565,7 +567,7 @@ def test_the_daemons_logging_holds_back_a_flood_of_accept_errors() -> None:
     # In a process of its own: setup_logging takes over the root logger.
     flood = (
         "import logging\n"
-        "from sidewatch.daemon.serve import setup_logging\n"
+        "from sidewatch.daemon.logs import setup_logging\n"
         "setup_logging()\n"
         "for n in range(10_000):\n"
         "    logging.getLogger('asyncio').error('socket.accept() out of system resource"

@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sidewatch.daemon.serve import JsonLogs
+from sidewatch.daemon.logs import JsonLogs
 from tests.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 from sqlalchemy import create_engine
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.daemon.jetstream import unit_key
 from sidewatch.store.db import open_store
@@ -237,8 +237,8 @@ def test_a_message_committed_before_a_crash_is_acknowledged_not_stored_twice(
     engine = open_store(db_url)
     # received now: a unit older than store.retention would be pruned by serve's first tick
     received = int(time.time() * 1000)
-    ingest_unit(
-        Store(engine), "nats:crashed", body, received, ref_protector(engine, Config()), key=key
+    Ingest(Store(engine), ref_protector(engine, Config()), Config()).body(
+        "nats:crashed", body, received, key=key
     )
     engine.dispose()
 
@@ -414,12 +414,10 @@ def test_a_fetched_batch_is_committed_in_one_transaction_each_message_acked_by_i
     engine = open_store(pg_url)
     stored_before = unit_key(stream.name, created, 10)
     body = bodies[9]
-    ingest_unit(
-        Store(engine),
+    Ingest(Store(engine), ref_protector(engine, Config()), Config()).body(
         "nats:crashed",
         body if isinstance(body, bytes) else gzip.decompress(body[0]),
         int(time.time() * 1000),  # now: serve prunes units older than store.retention
-        ref_protector(engine, Config()),
         key=stored_before,
     )
     engine.dispose()

@@ -23,7 +23,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
 from sidewatch.core.facts import Fact
-from sidewatch.daemon.serve import Daemon, JsonLogs
+from sidewatch.daemon.logs import JsonLogs
+from sidewatch.daemon.serve import Daemon
 from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.reader import Framed
 from sidewatch.store.db import open_store

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.exporters.alertmanager import AlertmanagerPush, ProblemWait
 from sidewatch.exporters.prometheus import FINDING_RULES, AlertPushCollector, SnapshotCollector
@@ -69,7 +69,9 @@ def store(db_url: str) -> Iterator[Store]:
 
 def seeded(store: Store) -> Store:
     """The reference six-request stream, received at 16:30."""
-    ingest_unit(store, "seed", SEED.read_bytes(), AT, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+        "seed", SEED.read_bytes(), AT
+    )
     return store
 
 

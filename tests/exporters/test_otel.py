@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.exporters.otel import WaitSpans, from_environment
 from sidewatch.store.db import open_store
@@ -30,8 +30,8 @@ def test_a_closed_wait_is_one_span_from_request_to_close_with_its_transitions(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     engine = open_store(db_url)
     store = Store(engine)
-    protect = ref_protector(engine, Config())
-    ingest_unit(store, "seed", SEED.read_bytes(), AT, protect)
+    ingest = Ingest(store, ref_protector(engine, Config()), Config())
+    ingest.body("seed", SEED.read_bytes(), AT)
     auditor = Auditor(
         store, Config().policies, on_closed=WaitSpans(provider.get_tracer("t")).on_closed
     )
@@ -44,7 +44,7 @@ def test_a_closed_wait_is_one_span_from_request_to_close_with_its_transitions(
         "timestamp": AT + 60_000,
         "value": {"threadId": "thread-deploy", "interruptId": "int-deploy"},
     }
-    ingest_unit(store, "receipt", json.dumps(receipt).encode(), AT + 60_000, protect)
+    ingest.body("receipt", json.dumps(receipt).encode(), AT + 60_000)
     auditor.tick(AT + 120_000)
     auditor.tick(AT + 180_000)
     engine.dispose()
@@ -84,7 +84,7 @@ def test_no_content_reaches_a_span(db_url: str) -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     engine = open_store(db_url)
     store = Store(engine)
-    ingest_unit(store, "seed", SEED.read_bytes(), AT, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("seed", SEED.read_bytes(), AT)
 
     Auditor(store, Config().policies, on_closed=WaitSpans(provider.get_tracer("t")).on_closed).tick(
         AT

@@ -18,7 +18,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidewatch.app.ingest import ingest_unit
+from sidewatch.app.ingest import Ingest
+from sidewatch.config import Config
 from sidewatch.errors import InputError
 from sidewatch.exporters.prometheus import REJECT_REASONS
 from sidewatch.ingest.agui import Interpreter, UnitResult
@@ -264,7 +265,9 @@ def test_hostile_values_never_make_the_store_refuse_a_unit(
     body = "\n".join(json.dumps(line) for line in lines).encode()
     engine = open_store(db_url)
     try:
-        summary = ingest_unit(Store(engine), "fuzz", body, RECEIVED, RefProtector(b"k", ("role:",)))
+        summary = Ingest(Store(engine), RefProtector(b"k", ("role:",)), Config()).body(
+            "fuzz", body, RECEIVED
+        )
     finally:
         engine.dispose()
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit
+from sidewatch.app.ingest import Ingest
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
@@ -157,7 +157,7 @@ def test_ids_at_their_length_limits_are_stored_and_audited(db_url: str) -> None:
     ]
     engine = open_store(db_url)
     try:
-        summary = ingest_unit(Store(engine), "test", ndjson(*lines), T, PROTECT)
+        summary = Ingest(Store(engine), PROTECT, Config()).body("test", ndjson(*lines), T)
         audited = audit(Store(engine), (DEFAULT_POLICY,), T + 60_000)
     finally:
         engine.dispose()
@@ -177,7 +177,7 @@ def test_a_legacy_resume_map_too_big_to_store_is_read_as_one_answer(db_url: str)
     }
     engine = open_store(db_url)
     try:
-        summary = ingest_unit(Store(engine), "test", ndjson(line), T, PROTECT)
+        summary = Ingest(Store(engine), PROTECT, Config()).body("test", ndjson(line), T)
         with engine.connect() as conn:
             rows = conn.execute(select(LegacyResumeRow.c.code, LegacyResumeRow.c.entries)).all()
     finally:

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import text
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
+from sidewatch.config import Config
 from sidewatch.config_schema import load_config
 from sidewatch.core.model import State
 from sidewatch.core.policy import DEFAULT_POLICY
@@ -47,7 +48,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 def ingest(store: Store, protect: RefProtector, *lines: dict[str, Any], at: int = BASE) -> None:
     body = b"\n".join(orjson.dumps(line) for line in lines)
-    ingest_unit(store, "test", body, at, protect)
+    Ingest(store, protect, Config()).body("test", body, at)
 
 
 def stored_text(store: Store) -> str:
@@ -146,8 +147,8 @@ def test_keyed_digests_give_every_verdict_the_plain_ones_give(
         engine = open_store(f"sqlite:///{tmp_path / mode}.db")
         store = Store(engine)
         # frontend tools on: the frontend-tool captures hold their waits only then
-        ingest_unit(
-            store, fixture.name, body, received, protector(mode), frontend_tools=("confirm_*",)
+        Ingest(store, protector(mode), Config(frontend_tools=("confirm_*",))).body(
+            fixture.name, body, received
         )
         found[mode] = {
             a.verdict.request_id: (a.verdict.state, a.verdict.phase, a.verdict.facts.digest_changed)

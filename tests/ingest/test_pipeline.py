@@ -14,7 +14,8 @@ import pytest
 import rfc8785
 
 from sidewatch.app.audit import audit, classified
-from sidewatch.app.ingest import ingest_unit
+from sidewatch.app.ingest import Ingest
+from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.model import Missing, Phase, State, Verdict
 from sidewatch.core.policy import DEFAULT_POLICY
@@ -38,7 +39,7 @@ def store(db_url: str) -> Iterator[Store]:
 
 def ingest(store: Store, *lines: dict[str, Any] | bytes, received_at: int = BASE) -> Any:
     body = b"\n".join(line if isinstance(line, bytes) else orjson.dumps(line) for line in lines)
-    return ingest_unit(store, "test", body, received_at, PROTECT)
+    return Ingest(store, PROTECT, Config()).body("test", body, received_at)
 
 
 def verdicts(store: Store, at: int) -> dict[str, State]:
@@ -156,7 +157,9 @@ def healthy_wait(store: Store) -> None:
 
 
 def test_the_reference_stream_gives_one_verdict_of_each_state(store: Store) -> None:
-    ingest_unit(store, "seed", (FIXTURES / "seed-audit.ndjson").read_bytes(), BASE, PROTECT)
+    Ingest(store, PROTECT, Config()).body(
+        "seed", (FIXTURES / "seed-audit.ndjson").read_bytes(), BASE
+    )
     expected = json.loads((FIXTURES / "seed-audit.expected.json").read_text())["expected"]
 
     assert expected == verdicts(store, BASE + 30 * MIN)  # evaluated at 16:30
@@ -290,10 +293,10 @@ def test_a_bad_line_is_reported_and_the_rest_of_the_unit_is_stored(store: Store)
 
 def test_ingesting_the_same_unit_twice_changes_nothing(store: Store) -> None:
     body = (FIXTURES / "seed-audit.ndjson").read_bytes()
-    ingest_unit(store, "seed", body, BASE, PROTECT)
+    Ingest(store, PROTECT, Config()).body("seed", body, BASE)
     expected = (fact_counts(store), verdicts(store, BASE + 30 * MIN))
 
-    ingest_unit(store, "seed", body, BASE + MIN, PROTECT)
+    Ingest(store, PROTECT, Config()).body("seed", body, BASE + MIN)
 
     assert expected == (fact_counts(store), verdicts(store, BASE + 30 * MIN))
 
@@ -619,7 +622,9 @@ def test_evidence_by_thread_and_interrupt_names_the_most_recent_wait_of_that_id(
 def test_an_audit_leaves_out_the_threads_not_begun_and_keeps_every_other_verdict(
     store: Store,
 ) -> None:
-    ingest_unit(store, "seed", (FIXTURES / "seed-audit.ndjson").read_bytes(), BASE, PROTECT)
+    Ingest(store, PROTECT, Config()).body(
+        "seed", (FIXTURES / "seed-audit.ndjson").read_bytes(), BASE
+    )
     threads = store.threads()
     starts = sorted(min(i.at for i in t.interrupts) for t in threads)
     at = starts[len(starts) // 2]  # some threads begin after it, some at or before it

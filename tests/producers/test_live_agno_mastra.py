@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.ingest.producers.test_frontend import frontend_waits
 from tests.ingest.producers.captures import CAPTURES as PRODUCERS
 from tests.ingest.producers.captures import verdicts_of
+from tests.ingest.producers.test_frontend import frontend_waits
 from tests.producers.harness import HERE, capture
 from tests.producers.venvs import TOOLS, producer_python
 

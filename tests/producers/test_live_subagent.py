@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -35,7 +35,9 @@ def waits_of(db_url: str, body: bytes) -> list[tuple[str, str | None, str | None
     """(state, decision, subagent name, subagent state) of every wait of one unit."""
     engine = open_store(db_url)
     store = Store(engine)
-    summary = ingest_unit(store, "producer", body, NOW - 60_000, ref_protector(engine, Config()))
+    summary = Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "producer", body, NOW - 60_000
+    )
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()
     assert () == summary.rejects

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.report import prune, render, report, report_name, write_reports
 from sidewatch.cli.main import cli
 from sidewatch.config import Config
@@ -33,12 +33,8 @@ EXPECTED = json.loads((SHARED / "seed-audit.expected.json").read_text())["expect
 def seeded(db_url: str) -> Iterator[Store]:
     engine = open_store(db_url)
     store = Store(engine)
-    ingest_unit(
-        store,
-        "seed",
-        (SHARED / "seed-audit.ndjson").read_bytes(),
-        AT - 60_000,
-        ref_protector(engine, Config()),
+    Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "seed", (SHARED / "seed-audit.ndjson").read_bytes(), AT - 60_000
     )
     yield store
     engine.dispose()
@@ -140,12 +136,8 @@ def test_a_thousand_waits_and_their_transitions_make_a_report(db_url: str) -> No
         ]
     engine = open_store(db_url)
     store = Store(engine)
-    ingest_unit(
-        store,
-        "many",
-        "\n".join(json.dumps(x) for x in lines).encode(),
-        AT,
-        ref_protector(engine, Config()),
+    Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "many", "\n".join(json.dumps(x) for x in lines).encode(), AT
     )
 
     body = report(store, Config().policies, AT, DAY)
@@ -298,7 +290,7 @@ def test_a_wait_on_evidence_nobody_reported_is_shown_apart_with_its_own_next_mov
     try:
         store = Store(engine)
         body = b"\n".join(orjson.dumps(line) for line in lines)
-        ingest_unit(store, "agui", body, AT - 60_000, ref_protector(engine, Config()))
+        Ingest(store, ref_protector(engine, Config()), Config()).body("agui", body, AT - 60_000)
         built = report(store, Config().policies, AT, DAY)
     finally:
         engine.dispose()

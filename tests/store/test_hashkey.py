@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.config_schema import load_config
 from sidewatch.errors import StoreError
@@ -66,8 +66,8 @@ def test_a_new_sqlite_store_and_its_wal_and_shm_files_are_private(
 ) -> None:
     engine, path = sqlite
     store = Store(engine)
-    ingest_unit(
-        store, "seed", SEED.read_bytes(), 1_785_083_400_000, ref_protector(engine, Config())
+    Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "seed", SEED.read_bytes(), 1_785_083_400_000
     )
     with engine.connect():  # a connection open: the -wal and -shm files are there
         files = [path, path.with_name("sidewatch.db-wal"), path.with_name("sidewatch.db-shm")]

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from sidewatch.app.audit import Auditor, audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.read import Read
 from sidewatch.config import Config
 from sidewatch.core.facts import InterruptFact, RunFact
@@ -36,7 +36,9 @@ QUIET = replace(
 
 
 def _ingest(engine: Engine, body: bytes, at: int) -> None:
-    summary = ingest_unit(Store(engine), "test", body, at, ref_protector(engine, Config()))
+    summary = Ingest(Store(engine), ref_protector(engine, Config()), Config()).body(
+        "test", body, at
+    )
     assert () == summary.rejects
 
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.lease import AuditLease, LeaseLost
@@ -86,7 +86,9 @@ def test_a_fenced_out_auditor_records_nothing_and_its_successor_records_once(
     engines = [open_store(db_url), open_store(db_url)]
     try:
         store = Store(engines[0])
-        ingest_unit(store, "seed", SEED.read_bytes(), SEED_AT, ref_protector(engines[0], Config()))
+        Ingest(store, ref_protector(engines[0], Config()), Config()).body(
+            "seed", SEED.read_bytes(), SEED_AT
+        )
         old_lease = AuditLease(engines[0], TTL_MS, "old")
         old_lease.claim()
         old = Auditor(store, Config().policies, lease=old_lease)

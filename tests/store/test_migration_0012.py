@@ -12,7 +12,7 @@ from alembic import command
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.model import Subagent, SubagentState
 from sidewatch.core.policy import DEFAULT_POLICY, Need
@@ -121,7 +121,7 @@ def test_a_migrated_store_stores_subagents(blank_db_url: str) -> None:
         },
     ]
     body = b"\n".join(orjson.dumps(line) for line in lines)
-    ingest_unit(store, "after", body, AT + 2000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("after", body, AT + 2000)
 
     subagents = {
         w.evidence.thread_id: w.verdict.facts.subagent

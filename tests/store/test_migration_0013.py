@@ -12,7 +12,7 @@ from sqlalchemy import Engine, create_engine, inspect, text
 
 from sidewatch.app import evaluate as evaluation
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import _alembic_config, open_store
 from sidewatch.store.repo import Store
@@ -45,7 +45,7 @@ def _audited(url: str, monkeypatch: pytest.MonkeyPatch) -> Store:
     monkeypatch.setattr(evaluation, "LONG", 50)
     store = Store(open_store(url))
     body = b"\n".join(orjson.dumps(x) for i in range(1, RUNS + 1) for x in _run(i))
-    ingest_unit(store, "test", body, START, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body("test", body, START)
     Auditor(store, (QUIET,)).tick(START + 100_000)
     return store
 
@@ -69,7 +69,9 @@ def test_a_0012_store_with_facts_and_verdicts_upgrades_without_loss(
     with store.engine.connect() as c:
         assert 0 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()
     new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": START}
-    ingest_unit(store, "test", orjson.dumps(new), START, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+        "test", orjson.dumps(new), START
+    )
     Auditor(store, (QUIET,)).tick(START + 200_000)  # a long thread gets its checkpoint
     with store.engine.connect() as c:
         assert 1 == c.execute(text("SELECT count(*) FROM thread_checkpoint")).scalar_one()

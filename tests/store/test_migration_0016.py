@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -44,7 +44,9 @@ def test_a_0015_store_upgrades_without_loss_and_takes_its_checkpoints_again(
     assert "ix_subagent_thread_invocation" in names
     assert 0 == _checkpoints(store)
     new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": START}
-    ingest_unit(store, "test", orjson.dumps(new), START, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+        "test", orjson.dumps(new), START
+    )
     with store.engine.connect() as c:  # the new fact's time is in its thread's mark
         assert START == c.execute(text("SELECT early FROM dirty_thread")).scalar_one()
     Auditor(store, (QUIET,)).tick(START + 200_000)

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, inspect, text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -42,7 +42,9 @@ def test_a_0016_store_upgrades_without_loss_and_takes_its_checkpoints_again_with
     counts = (_count(store.engine, "thread_checkpoint"), _count(store.engine, "settled_wait"))
     assert (0, 0) == counts
     new = {"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-new", "timestamp": START}
-    ingest_unit(store, "test", orjson.dumps(new), START, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+        "test", orjson.dumps(new), START
+    )
     Auditor(store, (QUIET,)).tick(START + 200_000)
     assert 1 == _count(store.engine, "thread_checkpoint")
     assert RUNS // 10 - 1 == _count(store.engine, "settled_wait")

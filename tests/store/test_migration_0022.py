@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 from sqlalchemy import Engine, create_engine, inspect, text
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -58,8 +58,8 @@ def test_a_0021_store_upgrades_with_its_routes_and_keeps_channels_from_then_on(
     engine.dispose()
 
     store = Store(open_store(blank_db_url))  # upgraded to the head
-    ingest_unit(
-        store, "test", _route("new", channel="slack"), AT, ref_protector(store.engine, Config())
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+        "test", _route("new", channel="slack"), AT
     )
 
     assert "channel" in _columns(store.engine)
@@ -69,8 +69,8 @@ def test_a_0021_store_upgrades_with_its_routes_and_keeps_channels_from_then_on(
 
 def test_the_downgrade_to_0021_keeps_the_routes_without_their_channels(blank_db_url: str) -> None:
     store = Store(open_store(blank_db_url))
-    ingest_unit(
-        store, "test", _route("new", channel="slack"), AT, ref_protector(store.engine, Config())
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body(
+        "test", _route("new", channel="slack"), AT
     )
     store.engine.dispose()
     engine = create_engine(blank_db_url)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, inspect, text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -50,7 +50,7 @@ def test_a_0022_store_upgrades_without_loss_and_records_uncertain_at_the_next_ti
         heartbeat("t-unsure", NOW - 30 * SEC),
     ]
     body = ndjson([*scenario(NOW), *unsure])
-    ingest_unit(store, "seven", body, NOW, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body("seven", body, NOW)
     policies = Config().policies
     Auditor(store, policies).tick(NOW)
     audited = _uncertain(store.engine)

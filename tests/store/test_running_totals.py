@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Engine, event, text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import Ingest, ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.app.prune import Retention
 from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact
@@ -39,7 +39,7 @@ def crewai(store: Store, thread: str, at: int) -> None:
     """A crewai pause cancelled: two findings noticed at ingest (reported as success, cancel
     runs the first outcome), none of them from a verdict."""
     body = CREWAI.replace(b"thread-crewai-cancel-default", thread.encode())
-    ingest_unit(store, "test", body, at, ref_protector(store.engine, Config()))
+    Ingest(store, ref_protector(store.engine, Config()), Config()).body("test", body, at)
 
 
 def unknown_answer(thread: str, at: int) -> dict[str, Any]:
@@ -220,7 +220,9 @@ def test_a_batch_of_units_adds_its_totals_in_its_transaction(
         CREWAI.replace(b"thread-crewai-cancel-default", b"t-b") + b"\n{not json",
         CREWAI.replace(b"thread-crewai-cancel-default", b"t-a"),  # stored by the first
     ]
-    units = [ing.read("batch", b, None, "utf-8", T0 + k, key=f"k{k}") for k, b in enumerate(bodies)]
+    units = [
+        ing.read("batch", b, T0 + k, encoding="utf-8", key=f"k{k}") for k, b in enumerate(bodies)
+    ]
 
     ing.units(units)
     ing.units(units)  # every key stored already: nothing more

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.auditstate import AuditState
@@ -33,7 +33,7 @@ class _Store:
 
     def send(self, at: int, *lines: dict[str, Any]) -> None:
         body = "".join(json.dumps({**line, "timestamp": at}) + "\n" for line in lines)
-        summary = ingest_unit(self.store, "test", body.encode(), at, self.protect)
+        summary = Ingest(self.store, self.protect, Config()).body("test", body.encode(), at)
         assert () == summary.rejects
 
     def state(self, request_id: str) -> str:

@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.errors import StoreError
@@ -74,7 +74,7 @@ def test_opening_a_migrated_store_again_is_a_no_op(blank_db_url: str) -> None:
 def test_the_reference_audit_is_the_same_on_every_store(db_url: str) -> None:
     engine = open_store(db_url)
     store = Store(engine)
-    ingest_unit(store, "seed", FIXTURE.read_bytes(), AT, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("seed", FIXTURE.read_bytes(), AT)
 
     states = {
         a.verdict.request_id: a.verdict.state.value for a in audit(store, (DEFAULT_POLICY,), AT)
@@ -94,11 +94,11 @@ def test_the_reference_audit_is_the_same_on_every_store(db_url: str) -> None:
 def test_re_delivered_facts_are_upserts_that_change_nothing(db_url: str) -> None:
     engine = open_store(db_url)
     store = Store(engine)
-    protect = ref_protector(engine, Config())
-    ingest_unit(store, "seed", FIXTURE.read_bytes(), AT, protect)
+    ingest = Ingest(store, ref_protector(engine, Config()), Config())
+    ingest.body("seed", FIXTURE.read_bytes(), AT)
     before = fact_counts(store)
 
-    ingest_unit(store, "seed again", FIXTURE.read_bytes(), AT + 5_000, protect)
+    ingest.body("seed again", FIXTURE.read_bytes(), AT + 5_000)
     after = fact_counts(store)
     engine.dispose()
 
@@ -111,10 +111,10 @@ def test_a_unit_whose_key_is_stored_is_a_duplicate_and_stores_nothing_again(
 ) -> None:
     engine = open_store(db_url)
     store = Store(engine)
-    protect = ref_protector(engine, Config())
-    first = ingest_unit(store, "nats:S", FIXTURE.read_bytes(), AT, protect, key="nats:S:1:7")
-    again = ingest_unit(store, "nats:S", FIXTURE.read_bytes(), AT + 9, protect, key="nats:S:1:7")
-    other = ingest_unit(store, "nats:S", FIXTURE.read_bytes(), AT + 9, protect, key="nats:S:1:8")
+    ingest = Ingest(store, ref_protector(engine, Config()), Config())
+    first = ingest.body("nats:S", FIXTURE.read_bytes(), AT, key="nats:S:1:7")
+    again = ingest.body("nats:S", FIXTURE.read_bytes(), AT + 9, key="nats:S:1:7")
+    other = ingest.body("nats:S", FIXTURE.read_bytes(), AT + 9, key="nats:S:1:8")
     with engine.connect() as conn:
         units = conn.execute(text("SELECT key, accepted FROM unit ORDER BY id")).all()
     engine.dispose()

@@ -10,7 +10,7 @@ import orjson
 from sqlalchemy import text
 
 from sidewatch.app.audit import Auditor
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.auditstate import AuditState, StoredState
 from sidewatch.store.db import open_store
@@ -43,7 +43,7 @@ def test_two_threads_whose_default_request_ids_coincide_keep_a_record_each(db_ur
     lines = [*_asked("team/ops", "approve"), *_asked("team", "ops/approve")]
     body = b"\n".join(orjson.dumps(line) for line in lines)
     store = Store(engine)
-    summary = ingest_unit(store, "test", body, NOW, ref_protector(engine, Config()))
+    summary = Ingest(store, ref_protector(engine, Config()), Config()).body("test", body, NOW)
     assert () == summary.rejects
     auditor = Auditor(store, (QUIET,))
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from sidewatch.app.audit import Audited, audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.store.db import open_store
@@ -40,7 +40,9 @@ def verdicts_of(
     audited at `at`, in requested order."""
     engine = open_store(db_url)
     store = Store(engine)
-    summary = ingest_unit(store, "producer", body, received, ref_protector(engine, Config()))
+    summary = Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "producer", body, received
+    )
     waits = audit(store, (QUIET,), at)
     engine.dispose()
     assert () == summary.rejects
@@ -58,7 +60,7 @@ def audited(db_url: str, name: str) -> list[Audited]:
     """Every wait of the capture `name`, audited a minute after it was received."""
     engine = open_store(db_url)
     store = Store(engine)
-    ingest_unit(store, name, capture(name), NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body(name, capture(name), NOW - 60_000)
     found = audit(store, (QUIET,), NOW)
     engine.dispose()
     return found
@@ -79,7 +81,7 @@ def audited_as_captured(db_url: str, body: bytes) -> list[Audited]:
     store = Store(engine)
     stamps = [int(t) for t in re.findall(rb'"timestamp":(\d+)', body)]
     received = max([*stamps, NOW - 60_000]) + 1_000
-    ingest_unit(store, "producer", body, received, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("producer", body, received)
     waits = audit(store, (QUIET,), received + 60_000)
     engine.dispose()
     return waits

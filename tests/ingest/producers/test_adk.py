@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
 from sidewatch.store.db import open_store
@@ -59,7 +59,7 @@ def test_an_adk_wait_is_the_original_call_not_the_confirmation(db_url: str) -> N
     engine = open_store(db_url)
     store = Store(engine)
     body = capture("adk-approve-default")
-    ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("adk", body, NOW - 60_000)
 
     (wait,) = audit(store, (QUIET,), NOW)
     engine.dispose()
@@ -84,7 +84,7 @@ def test_protocol_findings_are_listed_per_wait(
     engine = open_store(db_url)
     store = Store(engine)
     body = capture(name)
-    ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body(name, body, NOW - 60_000)
 
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()
@@ -96,7 +96,7 @@ def test_a_resume_naming_no_interrupt_is_a_thread_finding(db_url: str) -> None:
     engine = open_store(db_url)
     store = Store(engine)
     body = capture("adk-outcome-resume10-wrong-id")
-    ingest_unit(store, "adk", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("adk", body, NOW - 60_000)
 
     (thread,) = store.threads()
     found = assemble(thread, lambda action, reason: QUIET).findings

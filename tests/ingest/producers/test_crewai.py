@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.assemble import assemble
 from sidewatch.store.db import open_store
@@ -76,7 +76,7 @@ def test_a_second_crewai_resume_entry_is_a_thread_finding(db_url: str) -> None:
     engine = open_store(db_url)
     store = Store(engine)
     body = capture("crewai-two-entries")
-    ingest_unit(store, "crewai", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("crewai", body, NOW - 60_000)
 
     (thread,) = store.threads()
     found = assemble(thread, lambda action, reason: QUIET).findings

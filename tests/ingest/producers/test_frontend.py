@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from sidewatch.app.audit import Audited, audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.model import Decision
 from sidewatch.core.policy import DEFAULT_POLICY
@@ -138,13 +138,8 @@ def _audited(
 ) -> list[Audited]:
     engine = open_store(db_url)
     store = Store(engine)
-    summary = ingest_unit(
-        store,
-        "frontend",
-        b"\n".join(lines),
-        T0,
-        ref_protector(engine, Config()),
-        frontend_tools=patterns,
+    summary = Ingest(store, ref_protector(engine, Config()), Config(frontend_tools=patterns)).body(
+        "frontend", b"\n".join(lines), T0
     )
     assert () == summary.rejects
     waits = audit(store, (policy,), at)
@@ -309,9 +304,9 @@ def test_pending_tool_call_ids_name_the_pending_calls(db_url: str) -> None:
 def test_pending_tool_call_ids_that_are_not_a_list_of_ids_reject_the_line(db_url: str) -> None:
     engine = open_store(db_url)
     body = b"\n".join(_asking(outcome={"type": "success", "pendingToolCallIds": "call-1"}))
-    summary = ingest_unit(
-        Store(engine), "fe", body, T0, ref_protector(engine, Config()), frontend_tools=PATTERNS
-    )
+    summary = Ingest(
+        Store(engine), ref_protector(engine, Config()), Config(frontend_tools=PATTERNS)
+    ).body("fe", body, T0)
     engine.dispose()
 
     assert [(6, "RUN_FINISHED: outcome.pendingToolCallIds: must be a list of tool call ids")] == [
@@ -380,8 +375,8 @@ def frontend_waits(
     received = max([*stamps, T0 - MIN]) + 1_000
     engine = open_store(db_url)
     store = Store(engine)
-    summary = ingest_unit(
-        store, "producer", body, received, ref_protector(engine, Config()), frontend_tools=patterns
+    summary = Ingest(store, ref_protector(engine, Config()), Config(frontend_tools=patterns)).body(
+        "producer", body, received
     )
     assert () == summary.rejects
     waits = audit(store, (QUIET,), received + MIN)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact
 from sidewatch.ingest.agui import Interpreter
@@ -77,7 +77,7 @@ def test_protocol_findings_are_listed_per_wait(
     engine = open_store(db_url)
     store = Store(engine)
     body = capture(name)
-    ingest_unit(store, name, body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body(name, body, NOW - 60_000)
 
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()

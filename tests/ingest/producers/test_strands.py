@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -75,7 +75,7 @@ def test_a_strands_wait_is_the_gated_call_with_its_deterministic_id(db_url: str)
     engine = open_store(db_url)
     store = Store(engine)
     body = capture("strands-same-ids-two-threads")
-    ingest_unit(store, "strands", body, NOW - 60_000, ref_protector(engine, Config()))
+    Ingest(store, ref_protector(engine, Config()), Config()).body("strands", body, NOW - 60_000)
 
     waits = audit(store, (QUIET,), NOW)
     engine.dispose()

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from sqlalchemy import text
 
-from sidewatch.app.ingest import ingest_unit, ref_protector
+from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
 from sidewatch.core.engine import evaluate
 from sidewatch.core.facts import AnswerFact, InterruptFact, RunFact, SubagentFact, ThreadFacts
@@ -449,12 +449,8 @@ def test_the_store_keeps_only_the_subagents_ids_name_state_and_time(
         suspended("i1"),
         interrupted(interrupt("i1")),
     ]
-    ingest_unit(
-        store,
-        "test",
-        b"\n".join(orjson.dumps(line) for line in lines),
-        RECEIVED,
-        ref_protector(engine, Config()),
+    Ingest(store, ref_protector(engine, Config()), Config()).body(
+        "test", b"\n".join(orjson.dumps(line) for line in lines), RECEIVED
     )
     with engine.connect() as c:
         rows = sorted(
@@ -486,12 +482,12 @@ def test_a_subagent_and_its_wait_in_two_units_are_still_linked(
     open_stores: Any,
 ) -> None:
     store: Store = open_stores()
-    protect = ref_protector(store.engine, Config())
+    ingest = Ingest(store, ref_protector(store.engine, Config()), Config())
     first = [run_started(), started(), suspended("i1")]
     second = [interrupted(interrupt("i1"))]
     for n, lines in enumerate((first, second)):
         body = b"\n".join(orjson.dumps(line) for line in lines)
-        ingest_unit(store, f"unit-{n}", body, RECEIVED, protect)
+        ingest.body(f"unit-{n}", body, RECEIVED)
 
     [facts] = store.threads()
     [wait] = evaluate(facts, lambda a, r: DEFAULT_POLICY, BASE + MIN).waits

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from sidewatch.app.ingest import ingest_file, ingest_unit
+from sidewatch.app.ingest import Ingest
+from sidewatch.config import Config
 from sidewatch.ingest import reader
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.db import open_store
@@ -60,8 +61,8 @@ def test_a_file_read_in_chunks_is_stored_as_the_unit_its_bytes_make(
     assert chunks is not None
     lines = [line for chunk in chunks for line in chunk]
 
-    by_bytes = ingest_unit(whole, str(path), path.read_bytes(), AT, PROTECT)
-    by_chunks = ingest_file(chunked, str(path), AT, PROTECT)
+    by_bytes = Ingest(whole, PROTECT, Config()).body(str(path), path.read_bytes(), AT)
+    by_chunks = Ingest(chunked, PROTECT, Config()).file(str(path), AT)
 
     assert BODY.split(b"\n") == lines
     assert by_bytes == by_chunks
