@@ -6,6 +6,8 @@ so a new dependency of a layer is a decision written here, never an accident."""
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import itertools
 import re
 import shutil
@@ -214,3 +216,148 @@ def test_the_readme_draws_every_layer_in_five_lines_in_the_order_allowed() -> No
     for upper, lower in itertools.pairwise(rows):  # each row may use the one below
         assert all(lower <= ALLOWED[layer] for layer in upper - {"cli"})
     assert all(name in drawing[4] for name in (*SHARED, "tap"))
+
+
+# The store stores, the app decides (issue 30): the store takes core's records (facts, model,
+# vocabulary, the record types of checkpoints and settled waits), never its judgement. An
+# evaluation, a classification or a checkpoint's reckoning happens in app/, with `now` passed
+# in there, so `now` enters core/ from app/ alone.
+JUDGEMENT = {"sidewatch.core.engine", "sidewatch.core.health"}
+RECORDS_ONLY = {"sidewatch.core.checkpoint", "sidewatch.core.settled"}
+
+
+def _store_judges(package: Path) -> list[str]:
+    """Every import in store/ of core's judgement: a module of it, or a function of a module
+    whose records the store may take."""
+    bad = []
+    for p in (package / "store").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.Import):
+                named = [(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                named = [(node.module, a.name) for a in node.names]
+            else:
+                continue
+            for module, name in named:
+                if module in JUDGEMENT or (
+                    module in RECORDS_ONLY and (name is None or not _is_record(module, name))
+                ):
+                    bad.append(f"{p.relative_to(package)}: {module}{f'.{name}' if name else ''}")
+    return bad
+
+
+def _is_record(module: str, name: str) -> bool:
+    """A class or a constant of `module` (a record type, a bound), not a function."""
+    return not inspect.isfunction(getattr(importlib.import_module(module), name))
+
+
+def test_the_store_takes_cores_records_never_its_judgement() -> None:
+    assert [] == _store_judges(PACKAGE)
+
+
+@pytest.mark.parametrize(
+    "imported",
+    [
+        "from sidewatch.core.engine import evaluate",
+        "from sidewatch.core.health import classify",
+        "from sidewatch.core.settled import restored",
+        "import sidewatch.core.engine",
+    ],
+)
+def test_a_store_that_judges_is_caught(tmp_path: Path, imported: str) -> None:
+    package = tmp_path / "sidewatch"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    path = package / "store" / "repo.py"
+    path.write_text(f"{path.read_text()}\n\ndef _late() -> None:\n    {imported}\n")
+
+    assert 1 == len(_store_judges(package))
+
+
+def _graph(package: Path) -> dict[str, set[str]]:
+    """module -> the sidewatch modules it imports (at its top or in a function); a package's
+    __init__ stands for the package."""
+    modules = {
+        ".".join(("sidewatch", *p.relative_to(package).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        ): p
+        for p in package.rglob("*.py")
+        if "versions" not in p.parts
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                edges |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+        graph[name] = {e for e in edges if e in modules and e != name and not _parent(e, name)}
+    return graph
+
+
+def _parent(package: str, module: str) -> bool:
+    return module.startswith(f"{package}.")
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected sets of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            ring = []
+            while True:
+                w = stack.pop()
+                ring.append(w)
+                if w == v:
+                    break
+            if len(ring) > 1:
+                out.append(sorted(ring))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    assert [] == _circles(_graph(PACKAGE))
+
+
+def test_a_circle_is_caught(tmp_path: Path) -> None:
+    package = tmp_path / "sidewatch"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    path = package / "core" / "model.py"
+    path.write_text(
+        f"{path.read_text()}\n\ndef _late() -> None:\n    import sidewatch.core.engine\n"
+    )
+
+    circles = _circles(_graph(package))
+    assert [] == _circles(_graph(PACKAGE))
+    assert 1 == len(circles)
+    assert {"sidewatch.core.engine", "sidewatch.core.model"} <= set(circles[0])
+
+
+# No module a newcomer must read whole: past this, a module holds more than one thing.
+MAX_LINES = 600
+
+
+def test_no_module_of_the_package_is_over_600_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if "versions" not in p.parts and (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+
+    assert {} == long
