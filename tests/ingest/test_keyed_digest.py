@@ -146,8 +146,10 @@ def test_keyed_digests_give_every_verdict_the_plain_ones_give(
     for mode in ("plain", "keyed"):
         engine = open_store(f"sqlite:///{tmp_path / mode}.db")
         store = Store(engine)
-        # frontend tools on: the frontend-tool captures hold their waits only then
-        Ingest(store, protector(mode), Config(frontend_tools=("confirm_*",))).body(
+        # frontend tools on: the frontend-tool captures hold their waits only then (agno's
+        # pauses and Mastra's requireApproval calls are pending calls of these tools)
+        tools = ("confirm_*", "delete_file", "send_email", "deleteFile")
+        Ingest(store, protector(mode), Config(frontend_tools=tools)).body(
             fixture.name, body, received
         )
         found[mode] = {
