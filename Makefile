@@ -52,6 +52,7 @@ unit: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured in the same run
 	$(PY) bench/ingest.py
+	$(PY) bench/file_ingest.py
 	$(PY) bench/http_ingest.py --replicas 3
 	$(PY) bench/audit.py --pg
 	$(PY) bench/report.py

@@ -6,26 +6,39 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from sidewatch.config import Config
 from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
-from sidewatch.ingest.reader import NDJSON_TYPES, Framed, frame, ndjson_file, read_file
+from sidewatch.ingest.reader import (
+    NDJSON_TYPES,
+    FileCuts,
+    Framed,
+    NdjsonFile,
+    frame,
+    ndjson_file,
+    read_file,
+)
 from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 
 if TYPE_CHECKING:  # ag-ui's models load only where a unit is read: `audit` needs none
     from sqlalchemy import Engine
 
-    from sidewatch.ingest.agui import Reject
+    from sidewatch.ingest.agui import Interpreter, Reject, UnitResult
     from sidewatch.ingest.digest import RefProtector
 
 # What a unit may be sent as (HTTP's Content-Type, a JetStream message's header).
 MEDIA_TYPES = {*NDJSON_TYPES, "application/json", "text/event-stream", "text/plain"}
+# A file streamed is committed a unit of this many lines at a time at most (fewer under a
+# lower server.maxLinesPerUnit): a unit's facts are what a file's reading holds in memory.
+FILE_UNIT_LINES = 50_000
+# Told after each unit of a file is committed: its lines so far, and its bytes read so far.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,21 +141,6 @@ class ReadUnit:
     allowed: frozenset[str] | None = None
 
 
-def _counted(chunks: Iterator[list[bytes]], limit: int | None, path: str) -> Iterator[list[bytes]]:
-    """The chunks, refused (TooLarge, the unit's transaction rolled back) once they hold more
-    than `limit` lines: the limit a body has, on a file read a chunk at a time."""
-    count = 0
-    for chunk in chunks:
-        count += len(chunk)
-        if limit is not None and count > limit:
-            # Not read to its end to be counted: how many lines it holds is not known.
-            raise TooLarge(
-                f"{path}: over the limit of {limit} lines a unit: split the file, "
-                "or raise server.maxLinesPerUnit"
-            )
-        yield chunk
-
-
 class Ingest:
     """The ingest use case, the one door of HTTP, JetStream, the CLI and the tests (blocking:
     the daemon runs it in a worker thread). Built once per daemon or command with what is
@@ -209,64 +207,90 @@ class Ingest:
                 summaries.append(self._stored(writer, unit))
         return [self._counted(s) for s in summaries]
 
-    def file(self, path: str, received_at: int) -> IngestSummary:
-        """A file (`-`: standard input) as one unit, as `body` stores the file's bytes, within
-        the same limits. A plain NDJSON file is read a chunk at a time, so that its size never
-        bounds the memory it takes; any other is read whole. Every kind of line is allowed:
-        a file holds whatever its reader may send."""
+    def file(self, path: str, received_at: int, progress: Progress | None = None) -> IngestSummary:
+        """A file (`-`: standard input). Plain NDJSON, gzipped or not, is a stream of any
+        size: read a chunk at a time and committed a unit of about server.maxLinesPerUnit
+        lines at a time (`streamed`), so that neither memory nor the line limit bounds it. Any
+        other form is one unit, read whole within the limits a body has. Every kind of line
+        is allowed: a file holds whatever its reader may send. `progress` is called after
+        each unit committed."""
+        stream = ndjson_file(path)
+        if stream is not None:
+            return self.streamed(path, received_at, stream, progress)
         limits = self.limits
-        chunks = ndjson_file(path)
-        lines: Framed | Iterator[list[bytes]]
-        if chunks is None:
-            body = read_file(path)
-            try:
-                lines = framed_unit(body, None, limits.lines, max_inflated=limits.inflated_bytes)
-            except InputError as e:  # named by its file, as every error of a file is
-                raise type(e)(f"{path}: {e}") from None
-        else:
-            lines = _counted(chunks, limits.lines, path)
-        with self._writer, self.store.unit(path, received_at, None) as writer:
-            summary = (
-                _duplicate(path)
-                if writer is None
-                else self._interpreted(writer, path, received_at, None, lines)
-            )
-        return self._counted(summary)
+        body = read_file(path)
+        try:
+            framed = framed_unit(body, None, limits.lines, max_inflated=limits.inflated_bytes)
+        except InputError as e:  # named by its file, as every error of a file is
+            raise type(e)(f"{path}: {e}") from None
+        summary = self.unit(ReadUnit(path, framed, received_at))
+        if progress is not None:
+            progress(len(framed.lines) + len(framed.items), len(body))
+        return summary
+
+    def streamed(
+        self,
+        path: str,
+        received_at: int,
+        stream: NdjsonFile,
+        progress: Progress | None = None,
+    ) -> IngestSummary:
+        """A plain NDJSON file's lines (a chunk at a time) committed a unit at a time, each
+        unit in a transaction of its own, cut as `FileCuts` cuts them: after a run's end with
+        no tool call open, so that a unit reads as a sender's body of whole runs would. A unit
+        refused or failing leaves the units before it stored: the same file ingested again
+        stores the rest (its facts' keys make the stored part a redelivery). The summary is
+        the units' together, rejects by their line in the file."""
+        size = min(self.limits.lines or FILE_UNIT_LINES, FILE_UNIT_LINES)
+        cuts = FileCuts(stream, size)
+        parts: list[IngestSummary] = []
+        with stream:
+            while cuts.more():
+                offset = cuts.line
+                with self._writer, self.store.unit(path, received_at, None) as writer:
+                    assert writer is not None  # a unit without a key is never a duplicate
+                    interpreter = self._interpreter(writer, received_at, None)
+                    res = interpreter.read_chunks(cuts.unit(interpreter.calls))
+                    summary = self._written(writer, path, res, offset)
+                parts.append(self._counted(summary))
+                if progress is not None:
+                    progress(cuts.line, stream.position)
+        return _together(path, parts)
 
     def _stored(self, writer: UnitWriter | None, unit: ReadUnit) -> IngestSummary:
         """A read unit into its writer (None: its key is stored already, a duplicate)."""
         if writer is None:
             return _duplicate(unit.source)
-        return self._interpreted(writer, unit.source, unit.received_at, unit.allowed, unit.framed)
+        interpreter = self._interpreter(writer, unit.received_at, unit.allowed)
+        return self._written(writer, unit.source, interpreter.read(unit.framed))
 
-    def _interpreted(
-        self,
-        writer: UnitWriter,
-        source: str,
-        received_at: int,
-        allowed: frozenset[str] | None,
-        lines: Framed | Iterator[list[bytes]],
-    ) -> IngestSummary:
-        """Interpret a unit's lines (framed, or a file's chunks) into its open writer, refusing
-        those of a kind not in `allowed` (None: every kind allowed)."""
+    def _interpreter(
+        self, writer: UnitWriter, received_at: int, allowed: frozenset[str] | None
+    ) -> Interpreter:
+        """The interpreter of a unit for its open writer, refusing lines of a kind not in
+        `allowed` (None: every kind allowed)."""
         from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
-        cfg, protect = self.config, self.protect
-        interpreter = Interpreter(
+        cfg = self.config
+        return Interpreter(
             received_at,
             writer.seq_base,
-            protect,
+            self.protect,
             cfg.max_line_bytes,
             cfg.decision_labels,
             cfg.frontend_tools,
             allowed,
         )
-        res = (
-            interpreter.read(lines) if isinstance(lines, Framed) else interpreter.read_chunks(lines)
-        )
+
+    def _written(
+        self, writer: UnitWriter, source: str, res: UnitResult, offset: int = 0
+    ) -> IngestSummary:
+        """A unit's reading written into its open writer; its rejects numbered `offset` lines
+        on (the lines of a file before the unit)."""
+        rejects = [replace(r, line=r.line + offset) for r in res.rejects] if offset else res.rejects
         redelivered = writer.write(
-            protect.digests(res.facts),
-            [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
+            self.protect.digests(res.facts),
+            [RejectedLine(r.line, r.reason, r.error) for r in rejects],
             res.kinds,
             res.accepted,
             res.skipped,
@@ -275,12 +299,28 @@ class Ingest:
             {LineKind.REDELIVERED: res.accepted + res.skipped} if redelivered else dict(res.kinds)
         )
         return IngestSummary(
-            source, res.accepted, res.skipped, tuple(res.rejects), kinds, redelivered=redelivered
+            source, res.accepted, res.skipped, tuple(rejects), kinds, redelivered=redelivered
         )
 
     def _counted(self, summary: IngestSummary) -> IngestSummary:
         self.counters.add(summary.kinds, Counter(r.reason for r in summary.rejects))
         return summary
+
+
+def _together(source: str, parts: Sequence[IngestSummary]) -> IngestSummary:
+    """The summary of a file committed in several units: every line of them counted once
+    (a unit redelivered under `redelivered`), redelivered when every unit was."""
+    kinds: Counter[str] = Counter()
+    for part in parts:
+        kinds.update(part.kinds)
+    return IngestSummary(
+        source,
+        sum(p.accepted for p in parts),
+        sum(p.skipped for p in parts),
+        tuple(r for p in parts for r in p.rejects),
+        dict(kinds),
+        redelivered=bool(parts) and all(p.redelivered for p in parts),
+    )
 
 
 def _duplicate(source: str) -> IngestSummary:

@@ -20,7 +20,7 @@ from sidewatch.cli.db import db
 from sidewatch.cli.options import config_of, config_option, db_option, one_line_errors, opened_store
 from sidewatch.config import Config, listen_problem
 from sidewatch.config_schema import json_schema, load_config, read_config_file, read_token_files
-from sidewatch.errors import StoreRefused, TooLarge
+from sidewatch.errors import InputError, StoreRefused, TooLarge
 
 # The heavy imports (SQLAlchemy, Alembic, ag-ui's models, uvicorn) happen inside the commands
 # that use them: PLC0415 is waived for cli/ in pyproject.toml.
@@ -81,6 +81,39 @@ def _few_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
+class _Progress:
+    """What of a file is committed so far (its lines) and, on a terminal, its progress:
+    lines and MB done, at most once a second."""
+
+    def __init__(self, path: str, size: int | None, show: bool) -> None:
+        self.path, self.size, self.show = path, size, show
+        self.lines = 0
+        self.last = time.monotonic()
+
+    def __call__(self, lines: int, read: int) -> None:
+        self.lines = lines
+        now = time.monotonic()
+        if not self.show or now - self.last < 1:
+            return
+        self.last = now
+        of = "" if not self.size else f" of {self.size / 1e6:.1f} ({read / self.size:.0%})"
+        click.echo(f"  {self.path}: {lines} lines, {read / 1e6:.1f} MB{of} …", err=True)
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None  # a missing file is told by its reading
+
+
+def _what_stored(lines: int) -> str:
+    """What of a file was stored when it failed part-way."""
+    if not lines:
+        return "nothing of it was stored"
+    return f"its first {lines} lines were stored: ingest it again to store the rest"
+
+
 @cli.command()
 @config_option
 @db_option
@@ -89,14 +122,16 @@ def _few_collections() -> Iterator[None]:
 def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> None:
     """Ingest files of AG-UI traffic and evidence events (- is standard input).
 
-    Each file is one unit: NDJSON, a JSON array, a JSON object or AG-UI SSE text, gzip
-    allowed. A unit is stored whole or not at all; ingesting it again changes nothing.
-    Bad lines are listed with their line numbers and the rest is still stored.
+    A file of NDJSON lines (gzip allowed) may be of any size: it is read as a stream
+    and committed a unit of up to server.maxLinesPerUnit lines (at most 50000) at a time,
+    each cut after a run's end. A file cut short, or stopped part-way, is completed by
+    ingesting it again: what was stored is not stored twice. Any other form (a JSON
+    array, a JSON object, AG-UI SSE text) is one unit, held to the limits a request body
+    is (server.maxInflatedBytes, server.maxLinesPerUnit). Lines over server.maxLineBytes
+    are rejected. Bad lines are listed with their line numbers and the rest is stored.
 
-    A file is held to the limits a request body is (server.maxInflatedBytes,
-    server.maxLinesPerUnit, server.maxLineBytes). A file over them, or whose data the
-    store refuses (a value the database cannot hold), is reported on one line, nothing
-    of it is stored, and the other files go on.
+    A file over a limit, or whose data the store refuses (a value the database cannot
+    hold), is reported on one line with what of it was stored, and the other files go on.
 
     Exit status: 0 when no line was rejected, 1 when any was (or any file was refused).
     """
@@ -110,22 +145,23 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
         store = Store(engine, cfg.heartbeat_gap_ms)
         ingest = Ingest(store, ref_protector(engine, cfg), cfg)
         for n, path in enumerate(paths, start=1):
+            size = None if path == "-" or not show_progress else _size(path)
+            done = _Progress(path, size, show_progress)
             if show_progress:
-                size = "" if path == "-" else f": {os.path.getsize(path) / 1e6:.1f} MB"
-                click.echo(f"[{n}/{len(paths)}] {path}{size} …", err=True)
+                where = "" if size is None else f": {size / 1e6:.1f} MB"
+                click.echo(f"[{n}/{len(paths)}] {path}{where} …", err=True)
             try:
                 with _few_collections():
-                    summary = ingest.file(path, int(time.time() * 1000))
-            except TooLarge as e:  # this file, not the store: the next file goes on
-                click.echo(f"sidewatch: error: {e}; nothing of it was stored", err=True)
-                any_rejected = True
-                continue
-            except StoreRefused as e:  # this file's data, not the store: the next file goes on
-                click.echo(
-                    f"sidewatch: error: {path}: the store refused its data ({e.reason}); "
-                    "nothing of it was stored",
-                    err=True,
+                    summary = ingest.file(path, int(time.time() * 1000), done)
+            except InputError as e:  # this file, not the store: the next file goes on
+                if not isinstance(e, TooLarge | StoreRefused) and not done.lines:
+                    raise  # unreadable from its start, as before
+                why = (
+                    f"the store refused its data ({e.reason})"
+                    if isinstance(e, StoreRefused)
+                    else str(e).removeprefix(f"{path}: ")
                 )
+                click.echo(f"sidewatch: error: {path}: {why}; {_what_stored(done.lines)}", err=True)
                 any_rejected = True
                 continue
             click.echo(

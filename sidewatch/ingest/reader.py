@@ -7,9 +7,10 @@ where they can, so the interpreter can skip irrelevant events without parsing th
 
 from __future__ import annotations
 
+import io
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -140,28 +141,110 @@ def _frames(body: bytes, media_type: str | None) -> Iterator[Line]:
         yield from enumerate(body.split(b"\n"), start=1)
 
 
-STREAM_CHUNK = 1 << 20  # bytes of a file read at a time
+STREAM_CHUNK = 1 << 20  # bytes of a file read (or inflated) at a time
 
 
-def ndjson_file(path: str) -> Iterator[list[bytes]] | None:
-    """A plain NDJSON file's lines, a chunk of whole lines at a time (together exactly
-    `frame(read_file(path)).lines`), so that a file is never held whole in memory. None when
-    `frame` would not read the file as plain NDJSON from its first line alone (gzip, SSE, a
-    JSON array, a spread object), or the file starts with no line to ingest, and for standard
-    input: those are read whole, as before."""
+class NdjsonFile:
+    """A plain NDJSON file (gzip undone as it is read) as its lines, a chunk of whole lines
+    at a time: together exactly `frame(read_file(path)).lines`, in the memory of a chunk.
+    `position`: how many bytes of the file (of the gzip, for a `.gz`) were read so far."""
+
+    def __init__(self, fh: BinaryIO, path: str, gz: bool) -> None:
+        self.path = path
+        self.position = 0
+        self._fh = fh
+        self._blocks = _inflate(self._raw(), path) if gz else self._raw()
+        self.first = b""  # up to the end of the first line, which says how to read the file
+        try:
+            while b"\n" not in self.first and (block := next(self._blocks, b"")):
+                self.first += block
+        except BaseException:
+            fh.close()
+            raise
+
+    def _raw(self) -> Iterator[bytes]:
+        while True:
+            try:
+                block = self._fh.read(STREAM_CHUNK)
+            except OSError as e:
+                raise InputError(f"{self.path}: {e.strerror or e}") from e
+            if not block:
+                return
+            self.position += len(block)
+            yield block
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> NdjsonFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._fh.close()
+
+    def __iter__(self) -> Iterator[list[bytes]]:
+        with self._fh:
+            pending: list[bytes] = []  # the line the last block ended inside of
+            block = self.first
+            while block:
+                nl = block.rfind(b"\n")
+                if nl < 0:
+                    pending.append(block)
+                else:
+                    pending.append(block[:nl])
+                    yield b"".join(pending).split(b"\n")
+                    pending = [block[nl + 1 :]]
+                block = next(self._blocks, b"")
+            yield [b"".join(pending)]
+
+
+def _inflate(raw: Iterator[bytes], path: str) -> Iterator[bytes]:
+    """`gunzip` a block at a time: every member, zero padding allowed only at the end, at
+    most STREAM_CHUNK bytes inflated at once (a gzip bomb never sits in memory whole)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    padding, data = False, b""
+    for block in raw:
+        data += block
+        more = True  # output may be pending inside `d` even with no input left
+        while data or more:
+            if padding or (d.eof and data[:1] == b"\0"):
+                padding = True
+                if data.strip(b"\0"):
+                    raise InputError(f"{path}: not valid gzip: bytes after its last member")
+                data = b""
+                break
+            if d.eof:  # the next member, once its first two bytes are here
+                if len(data) < 2:
+                    break
+                if data[:2] != GZIP:
+                    raise InputError(f"{path}: not valid gzip: bytes after its last member")
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                out = d.decompress(data, STREAM_CHUNK)
+            except zlib.error as e:
+                raise InputError(f"{path}: not valid gzip: {e}") from e
+            data = d.unused_data if d.eof else d.unconsumed_tail
+            more = not d.eof and len(out) == STREAM_CHUNK
+            if out:
+                yield out
+    if not d.eof or (data and not padding):
+        raise InputError(f"{path}: not valid gzip: the stream is cut short")
+
+
+def ndjson_file(path: str) -> NdjsonFile | None:
+    """A plain NDJSON file (gzip allowed) to be read a chunk of lines at a time, so that a
+    file is never held whole in memory. None when `frame` would not read the file as plain
+    NDJSON from its first line alone (SSE, a JSON array, a spread object, gzip in gzip), or
+    the file starts with no line to ingest, and for standard input: those are read whole."""
     if path == "-":
         return None
     try:
-        fh = open(path, "rb")  # noqa: SIM115 (closed by the generator, or here)
+        fh = open(path, "rb")  # noqa: SIM115 (closed by the NdjsonFile, or here)
+        gz = fh.peek(2)[:2] == GZIP if isinstance(fh, io.BufferedReader) else False
     except OSError as e:
         raise InputError(f"{path}: {e.strerror or e}") from e
-    first = b""
-    try:  # up to the end of the first line, which says how to read the file
-        while b"\n" not in first and (chunk := fh.read(STREAM_CHUNK)):
-            first += chunk
-    except OSError as e:
-        fh.close()
-        raise InputError(f"{path}: {e.strerror or e}") from e
+    stream = NdjsonFile(fh, path, gz)
+    first = stream.first
     nl = first.find(b"\n")
     head = first[:64].lstrip()
     plain = (
@@ -173,27 +256,9 @@ def ndjson_file(path: str) -> Iterator[list[bytes]] | None:
         and (not head.startswith(b"{") or _parses(first[:nl]))
     )
     if not plain:
-        fh.close()
+        stream.close()
         return None
-    return _chunks(fh, first, path)
-
-
-def _chunks(fh: BinaryIO, chunk: bytes, path: str) -> Iterator[list[bytes]]:
-    with fh:
-        pending: list[bytes] = []  # the line the last chunk ended inside of
-        while chunk:
-            nl = chunk.rfind(b"\n")
-            if nl < 0:
-                pending.append(chunk)
-            else:
-                pending.append(chunk[:nl])
-                yield b"".join(pending).split(b"\n")
-                pending = [chunk[nl + 1 :]]
-            try:
-                chunk = fh.read(STREAM_CHUNK)
-            except OSError as e:
-                raise InputError(f"{path}: {e.strerror or e}") from e
-        yield [b"".join(pending)]
+    return stream
 
 
 def read_file(path: str) -> bytes:
@@ -207,3 +272,76 @@ def read_file(path: str) -> bytes:
     except OSError as e:
         raise InputError(f"{path}: {e.strerror or e}") from e
     return data
+
+
+_RUN_ENDS = ("RUN_FINISHED", "RUN_ERROR")
+
+
+class FileCuts:
+    """A file's lines (a chunk at a time) handed out a unit at a time, cut where a unit
+    reads as a sender's body of whole runs would: once a unit holds `size` lines, after the
+    next line that ends a run when no tool call is open then (a call's START and its
+    ARGS/END are read in one unit), and at `2 * size` lines whatever is open (a file with
+    no run's end). Blank lines after a cut stay with its unit. `line`: lines handed out."""
+
+    def __init__(self, chunks: Iterable[list[bytes]], size: int) -> None:
+        self.size = size
+        self.line = 0
+        self._chunks = iter(chunks)
+        self._lines: list[bytes] = []
+        self._at = 0  # the next line of `_lines` to hand out
+
+    def _fill(self) -> bool:
+        """Whether a line is left, reading the next chunk when this one is used up."""
+        while self._at >= len(self._lines):
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return False
+            self._lines, self._at = chunk, 0
+        return True
+
+    def _take(self, end: int) -> list[bytes]:
+        piece = self._lines[self._at : end]
+        self._at += len(piece)
+        self.line += len(piece)
+        return piece
+
+    def more(self) -> bool:
+        """Whether a line is left for another unit."""
+        return self._fill()
+
+    def unit(self, open_calls: Collection[object]) -> Iterator[list[bytes]]:
+        """The next unit's lines, in pieces; `open_calls`: the tool calls its reader holds
+        open, looked at once a piece is read."""
+        first = self.line
+        while self._fill():
+            short = first + self.size - self.line  # lines before a cut is looked for
+            if short > 0:
+                yield self._take(self._at + short)
+                continue
+            cap = first + 2 * self.size - self.line
+            if cap <= 0:
+                break
+            end = self._run_end(min(len(self._lines), self._at + cap))
+            if end is None:
+                yield self._take(self._at + cap)
+                continue
+            yield self._take(end + 1)
+            if not open_calls:
+                break
+        while self._fill() and not self._lines[self._at].strip():
+            yield self._take(self._at + 1)
+
+    def _run_end(self, stop: int) -> int | None:
+        """The index of the first line from `_at` up to `stop` that ends a run."""
+        lines = self._lines
+        for i in range(self._at, stop):
+            line = lines[i]
+            if b"RUN_FINISHED" in line or b"RUN_ERROR" in line:
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(obj, dict) and obj.get("type") in _RUN_ENDS:
+                    return i
+        return None

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import text
 
 from sidewatch.cli.main import cli
+from sidewatch.store.db import open_store
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 FIXTURE = SHARED / "fixtures" / "seed-audit.ndjson"
@@ -477,22 +479,32 @@ def _quiet_unit(tmp_path: Path) -> Path:
     return unit
 
 
-@pytest.mark.parametrize(
-    ("gzipped", "why"),
-    [
-        (
-            False,
-            "over the limit of 10 lines a unit: split the file, or raise server.maxLinesPerUnit",
-        ),
-        (True, "69 lines, over the limit of 10 a unit: split the body"),
-    ],
-    ids=["ndjson-read-in-chunks", "gzip-read-whole"],
-)
-def test_a_file_over_the_line_limit_is_refused_whole_and_the_next_file_goes_on(
-    db: str, tmp_path: Path, gzipped: bool, why: str
+@pytest.mark.parametrize("gzipped", [False, True], ids=["ndjson", "gzip"])
+def test_a_file_over_the_line_limit_is_stored_in_units_with_the_verdicts_of_one(
+    db: str, tmp_path: Path, gzipped: bool
 ) -> None:
     big = tmp_path / ("seed.ndjson.gz" if gzipped else "seed.ndjson")
     big.write_bytes(gzip.compress(FIXTURE.read_bytes()) if gzipped else FIXTURE.read_bytes())
+
+    code, out = run(
+        "ingest", "--config", _limits(tmp_path, maxLinesPerUnit=10), "--db", db, str(big)
+    )
+
+    assert (0, f"{big}: 50 accepted, 18 skipped, 0 rejected\n") == (code, out)
+    got = {f"{w['threadId']}/{w['interruptId']}": w["state"] for w in audit_json(db)["waits"]}
+    assert EXPECTED["expected"] == got
+    engine = open_store(db)
+    with engine.connect() as conn:
+        units = conn.execute(text("SELECT count(*) FROM unit")).scalar_one()
+    engine.dispose()
+    assert 6 == units  # 69 lines: a unit ends at the first run's end past its 10th line
+
+
+def test_a_file_read_whole_over_the_line_limit_is_refused_and_the_next_file_goes_on(
+    db: str, tmp_path: Path
+) -> None:
+    big = tmp_path / "seed.json"
+    big.write_bytes(b"[" + b",".join(FIXTURE.read_bytes().splitlines()) + b"]")
     quiet = _quiet_unit(tmp_path)
 
     code, out = run(
@@ -507,15 +519,18 @@ def test_a_file_over_the_line_limit_is_refused_whole_and_the_next_file_goes_on(
 
     assert 1 == code
     assert [
-        f"sidewatch: error: {big}: {why}; nothing of it was stored",
+        f"sidewatch: error: {big}: 68 lines, over the limit of 10 a unit: split the body; "
+        "nothing of it was stored",
         f"{quiet}: 2 accepted, 0 skipped, 0 rejected",
     ] == out.splitlines()
     assert [] == audit_json(db)["waits"]
 
 
-def test_a_gzip_file_inflating_past_the_limit_is_refused_whole(db: str, tmp_path: Path) -> None:
-    bomb = tmp_path / "seed.ndjson.gz"
-    bomb.write_bytes(gzip.compress(FIXTURE.read_bytes()))
+def test_a_gzip_file_read_whole_inflating_past_the_limit_is_refused_whole(
+    db: str, tmp_path: Path
+) -> None:
+    bomb = tmp_path / "seed.json.gz"
+    bomb.write_bytes(gzip.compress(b"[" + b",".join(FIXTURE.read_bytes().splitlines()) + b"]"))
 
     code, out = run(
         "ingest", "--config", _limits(tmp_path, maxInflatedBytes=4096), "--db", db, str(bomb)

@@ -1,0 +1,93 @@
+"""`sidewatch ingest` of a 1,000,000-line file with no config: its peak memory (RSS) and time,
+beside the same lines split in 10 files ingested by one command (the floor: each file within
+the body's line limit), measured in the same run. Issue 31 asks for under 200 MB."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+BASE = 1_785_081_600_000
+
+
+def run_lines(n: int) -> list[bytes]:
+    """One run of a thread: input, start, model text, a tool call and its result, an end."""
+    t, r, at = f"t{n % 5000}", f"r{n}", BASE + n * 10
+    events = [
+        {"type": "RUN_STARTED", "threadId": t, "runId": r, "timestamp": at},
+        {"type": "TEXT_MESSAGE_START", "messageId": f"m{n}", "role": "assistant"},
+        *(
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{n}", "delta": "word "}
+            for _ in range(4)
+        ),
+        {"type": "TEXT_MESSAGE_END", "messageId": f"m{n}"},
+        {"type": "TOOL_CALL_START", "toolCallId": f"c{n}", "toolCallName": "lookup"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": f"c{n}", "delta": '{"q": 1}'},
+        {"type": "TOOL_CALL_END", "toolCallId": f"c{n}"},
+        {"type": "TOOL_CALL_RESULT", "toolCallId": f"c{n}", "messageId": f"x{n}", "content": "ok"},
+        {"type": "RUN_FINISHED", "threadId": t, "runId": r, "timestamp": at + 5},
+    ]
+    return [orjson.dumps(e) for e in events]
+
+
+def write(big: Path, parts: list[Path], lines: int) -> None:
+    """`lines` lines of runs into `big`, and the same runs split in `parts`, streamed: the
+    bench's own memory stays small, as a child's peak RSS starts from its parent's."""
+    per_run = len(run_lines(0))
+    step = -(-lines // (len(parts) * per_run)) * per_run  # each part whole runs
+    with big.open("wb") as out:
+        written, n, part = 0, 0, None
+        while written < lines:
+            if written % step == 0:
+                if part is not None:
+                    part.close()
+                part = parts[written // step].open("wb")
+            for line in run_lines(n)[: lines - written]:
+                out.write(line + b"\n")
+                part.write(line + b"\n")  # type: ignore[union-attr]
+                written += 1
+            n += 1
+        if part is not None:
+            part.close()
+
+
+def ingest(db: Path, *files: Path) -> tuple[float, float]:
+    """Seconds and peak RSS (MB) of one `sidewatch ingest` process."""
+    cmd = [sys.executable, "-m", "sidewatch", "ingest", "--db", f"sqlite:///{db}", *map(str, files)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        big = root / "day.ndjson"
+        parts = [root / f"part{i}.ndjson" for i in range(10)]
+        write(big, parts, args.lines)
+        size = big.stat().st_size / 1e6
+        one = ingest(root / "one.db", big)
+        ten = ingest(root / "ten.db", *parts)
+    print(f"file ingest of {args.lines} lines ({size:.0f} MB), no config:")
+    print(f"  one file        {one[0]:6.1f} s   peak RSS {one[1]:6.0f} MB")
+    print(f"  split in 10     {ten[0]:6.1f} s   peak RSS {ten[1]:6.0f} MB")
+    if one[1] >= 200:
+        raise SystemExit(f"peak RSS {one[1]:.0f} MB, over 200 MB")
+
+
+if __name__ == "__main__":
+    main()
