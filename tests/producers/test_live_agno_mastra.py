@@ -260,15 +260,6 @@ AGNO_RIGHT = {
     # agno refused the answer with RUN_ERROR: the call is still paused
     "agno-wrong-id": [("WAITING", None, False)],
 }
-MASTRA_RIGHT = {
-    "mastra-approve": [("RESUMED", "accept", False)],
-    "mastra-decline": [("CLOSED_BY_DECLINE", "decline", False)],
-    "mastra-cancel": [("CANCELLED", "cancel", False)],
-    "mastra-new-message-no-resume": [("CANCELLED", None, True)],
-    "mastra-two-suspensions": [("RESUMED", "accept", False)] * 2,
-    # the resume broke the stream: the suspension is still there
-    "mastra-wrong-id": [("WAITING", None, False)],
-}
 
 
 @pytest.mark.parametrize(("name", "expected"), AGNO_RIGHT.items(), ids=list(AGNO_RIGHT))
@@ -289,10 +280,3 @@ def test_agno_fixtures_get_the_verdicts_of_what_happened(
 
 def test_agno_without_frontend_tools_gives_no_wait(db_url: str) -> None:
     assert [] == verdicts_of(db_url, (PRODUCERS / "agno-approve.ndjson").read_bytes())
-
-
-@pytest.mark.parametrize(("name", "expected"), MASTRA_RIGHT.items(), ids=list(MASTRA_RIGHT))
-def test_mastra_fixtures_get_the_verdicts_of_what_happened(
-    db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
-) -> None:
-    assert expected == verdicts_of(db_url, (PRODUCERS / f"{name}.ndjson").read_bytes())
