@@ -6,22 +6,38 @@ confirmation tools in `waits.frontendTools`, and a policy for them takes the cal
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 
 from sidewatch.app.audit import audit
 from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
-from sidewatch.core.policy import Policy, ReceiptKind
+from sidewatch.config_schema import load_config
+from sidewatch.core.policy import Need, ReceiptKind
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.ingest.producers.captures import NOW, QUIET, Verdicts, capture, verdicts
 
-TOOLS = ("delete_file", "send_email")  # the captures' tools with `requires_confirmation`
-# agno runs a confirmed call in the answering run and reports it with its result; an answer
-# other than `{"accepted": true}` is a rejection that nothing on the wire shows
-AGNO = replace(QUIET, name="agno", tools=TOOLS, receipt=ReceiptKind.TOOL_RESULT)
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "interpretations.md"
+
+
+def recipe() -> Config:
+    """The config docs/interpretations.md gives for agno: `waits.frontendTools` naming its
+    confirmation tools, and a policy for them whose receipt is the call's result; every policy
+    with the evidence these captures lack ignored (as `QUIET`)."""
+    text = DOCS.read_text()
+    section = text[text.index("**agno is read as frontend tools") :]
+    block = section[section.index("```yaml") + len("```yaml") : section.index("```\n")]
+    config = load_config(yaml.safe_load(textwrap.dedent(block)), {})
+    quiet = {"route": Need.IGNORED, "handle": Need.IGNORED, "heartbeat": Need.IGNORED}
+    return replace(config, policies=tuple(replace(p, **quiet) for p in config.policies))
+
+
+AGNO = recipe()
 # file -> [(state, decision, uncertain)] of its waits, in the order they were requested.
 # Not here: `agno-late-answer-after-later-run`, an answer after a run moved past the wait
 # (issue 31's late answers, read by the engine).
@@ -42,16 +58,14 @@ AGNO_VERDICTS = {
 }
 
 
-def agno_verdicts(db_url: str, name: str, policies: tuple[Policy, ...] = (AGNO, QUIET)) -> Verdicts:
-    """The capture `name` ingested with `waits.frontendTools` naming agno's tools and audited
-    a minute later under `policies`."""
+def agno_verdicts(db_url: str, name: str, config: Config = AGNO) -> Verdicts:
+    """The capture `name` ingested and audited a minute later under `config`."""
     engine = open_store(db_url)
     store = Store(engine)
-    config = Config(frontend_tools=TOOLS)
     summary = Ingest(store, ref_protector(engine, config), config).body(
         "agno", capture(name), NOW - 60_000
     )
-    waits = audit(store, policies, NOW)
+    waits = audit(store, config.policies, NOW)
     engine.dispose()
     assert () == summary.rejects
     return [
@@ -76,9 +90,18 @@ def test_without_the_tool_result_receipt_an_answer_agno_rejected_would_read_resu
 ) -> None:
     """Why the policy: the run that carried `{"approved": true}` started, and by the default
     receipt that start consumed the accept."""
+    frontend_only = replace(AGNO, policies=(QUIET,))
+
     assert [("RESUMED", "accept", False)] == agno_verdicts(
-        db_url, "agno-approve-other-shape", (QUIET,)
+        db_url, "agno-approve-other-shape", frontend_only
     )
+
+
+def test_the_recipe_names_agnos_tools_and_takes_their_result_as_the_receipt() -> None:
+    agno = AGNO.policies[0]
+
+    assert ("delete_file", "send_email") == AGNO.frontend_tools == agno.tools
+    assert ReceiptKind.TOOL_RESULT == agno.receipt
 
 
 def test_agno_without_frontend_tools_gives_no_wait(db_url: str) -> None:
