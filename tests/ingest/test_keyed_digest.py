@@ -129,6 +129,9 @@ def test_an_evidence_event_delivered_again_is_stored_once_under_a_keyed_natural_
     assert plain_key != keys[0]  # the plain natural key would confirm a guess as well
 
 
+FRONTEND_TOOLS = ("confirm_*", "delete_file", "send_email", "deleteFile")
+
+
 @pytest.mark.parametrize(
     "fixture",
     [SEED, *sorted(PRODUCERS.glob("*.ndjson"))],
@@ -146,10 +149,9 @@ def test_keyed_digests_give_every_verdict_the_plain_ones_give(
     for mode in ("plain", "keyed"):
         engine = open_store(f"sqlite:///{tmp_path / mode}.db")
         store = Store(engine)
-        # frontend tools on: the frontend-tool captures hold their waits only then (agno's
-        # pauses and Mastra's requireApproval calls are pending calls of these tools)
-        tools = ("confirm_*", "delete_file", "send_email", "deleteFile")
-        Ingest(store, protector(mode), Config(frontend_tools=tools)).body(
+        # frontend tools on: the frontend-tool captures hold their waits only then (and agno's
+        # pauses, and Mastra's requireApproval call)
+        Ingest(store, protector(mode), Config(frontend_tools=FRONTEND_TOOLS)).body(
             fixture.name, body, received
         )
         found[mode] = {

@@ -1,7 +1,8 @@
 """agno's AG-UI interface (Python, `.tools/venv-agno`) and @ag-ui/mastra on @mastra/core
 (TypeScript, `.tools/node-mastra`, run by the machine's Node.js), driven live with scripted
-stand-ins for the model: what each really does (issue 31), that the recorded fixtures are still
-what they emit, and the verdicts sidewatch gives today where those are already right."""
+stand-ins for the model: what each really does (issue 31) and that the recorded fixtures are
+still what they emit (the verdicts sidewatch gives them: tests/ingest/producers/test_agno.py,
+test_mastra.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from typing import Any
 import pytest
 
 from tests.ingest.producers.captures import CAPTURES as PRODUCERS
-from tests.ingest.producers.captures import verdicts_of
-from tests.ingest.producers.test_frontend import frontend_waits
 from tests.producers.harness import HERE, capture
 from tests.producers.venvs import TOOLS, producer_python
 
@@ -242,57 +241,3 @@ def test_mastra_require_approval_calls_are_not_interrupts(emitted: Path) -> None
         1:
     ]
     assert {} == results(asked) == results(later)
-
-
-# --- what sidewatch makes of them today, where that is already right ----------------------
-
-# with `waits.frontendTools` naming agno's confirmation tools (agno announces nothing else)
-AGNO_TOOLS = ("delete_file", "send_email")
-AGNO_RIGHT = {
-    "agno-approve": [("RESUMED", "accept", False)],
-    "agno-decline": [("CLOSED_BY_DECLINE", "decline", False)],
-    "agno-two-approvals": [("RESUMED", "accept", False), ("CLOSED_BY_DECLINE", "decline", False)],
-    # a new message moved past the pause: closed provisionally, as the spec says
-    "agno-new-message-no-resume": [("CANCELLED", None, True)],
-    # the answered call ran, the unanswered one agno rejected unseen: dropped, as far as the
-    # stream shows (and agno will not take an answer for it later: the run is no longer paused)
-    "agno-two-approvals-one-answered": [("RESUMED", "accept", False), ("CANCELLED", None, True)],
-    # agno refused the answer with RUN_ERROR: the call is still paused
-    "agno-wrong-id": [("WAITING", None, False)],
-}
-MASTRA_RIGHT = {
-    "mastra-approve": [("RESUMED", "accept", False)],
-    "mastra-decline": [("CLOSED_BY_DECLINE", "decline", False)],
-    "mastra-cancel": [("CANCELLED", "cancel", False)],
-    "mastra-new-message-no-resume": [("CANCELLED", None, True)],
-    "mastra-two-suspensions": [("RESUMED", "accept", False)] * 2,
-    # the resume broke the stream: the suspension is still there
-    "mastra-wrong-id": [("WAITING", None, False)],
-}
-
-
-@pytest.mark.parametrize(("name", "expected"), AGNO_RIGHT.items(), ids=list(AGNO_RIGHT))
-def test_agno_fixtures_get_the_verdicts_of_what_happened(
-    db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
-) -> None:
-    waits = frontend_waits(db_url, (PRODUCERS / f"{name}.ndjson").read_bytes(), AGNO_TOOLS)
-
-    assert expected == [
-        (
-            w.verdict.state.value,
-            w.verdict.facts.decision and w.verdict.facts.decision.value,
-            w.verdict.uncertain,
-        )
-        for w in waits
-    ]
-
-
-def test_agno_without_frontend_tools_gives_no_wait(db_url: str) -> None:
-    assert [] == verdicts_of(db_url, (PRODUCERS / "agno-approve.ndjson").read_bytes())
-
-
-@pytest.mark.parametrize(("name", "expected"), MASTRA_RIGHT.items(), ids=list(MASTRA_RIGHT))
-def test_mastra_fixtures_get_the_verdicts_of_what_happened(
-    db_url: str, name: str, expected: list[tuple[str, str | None, bool]]
-) -> None:
-    assert expected == verdicts_of(db_url, (PRODUCERS / f"{name}.ndjson").read_bytes())

@@ -13,6 +13,7 @@ from sidewatch.ingest.producers.base import Dialect
 from sidewatch.ingest.producers.crewai import CrewAI
 from sidewatch.ingest.producers.frontend import Frontend
 from sidewatch.ingest.producers.langgraph import LangGraph
+from sidewatch.ingest.producers.mastra import Mastra
 from sidewatch.ingest.producers.on_interrupt import OnInterrupt
 from sidewatch.ingest.producers.subagent import Subagents
 
@@ -28,6 +29,7 @@ def dialects(labels: Labels = NO_LABELS, frontend_tools: Sequence[str] = ()) -> 
         langgraph,
         Adk(),
         AgentFramework(),
+        Mastra(),
         Subagents(),
     ]
     if frontend_tools:
