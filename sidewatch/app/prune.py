@@ -31,7 +31,7 @@ from sidewatch.core.model import CLOSED_STATES
 from sidewatch.store import history, retention
 from sidewatch.store.aged import EVIDENCE_TABLES, Aged
 from sidewatch.store.db import classified
-from sidewatch.store.pruning import keep_pruned_before, pruned_before, vacuum
+from sidewatch.store.pruning import CURSOR, keep_pruned_before, pruned_before, vacuum
 from sidewatch.store.stats import newest_evidence
 
 BATCH = 100  # threads, units or evidence rows per transaction
@@ -166,7 +166,7 @@ class Retention:
         the cutoff passed since, then the queued threads: (threads pruned whole, waits pruned,
         whether it finished in time)."""
         threads = waits = 0
-        after = retention.position(self.engine, retention.CURSOR, 0)
+        after = retention.position(self.engine, CURSOR, 0)
         while True:
             if clock() > deadline:
                 return threads, waits, False
@@ -175,7 +175,7 @@ class Retention:
             if found.last == after:
                 break
             with self._paced():
-                t, w = self._whole(found.threads, cutoff, (retention.CURSOR, found.last))
+                t, w = self._whole(found.threads, cutoff, (CURSOR, found.last))
             threads, waits, after = threads + t, waits + w, found.last
         # Never after the cutoff: a pass of a clock that was ahead walked further than this
         # one's cutoff, and what the walk by recording left for later is after it.

@@ -23,7 +23,6 @@ from sidewatch.store.pruning import Buckets, add, drop_findings, drop_waits, loc
 from sidewatch.store.sql import driver_sql, key_lookups
 from sidewatch.store.totals import uncount
 
-CURSOR = "retention.after"  # meta: the last transition the walk by recording looked at
 DUE = "retention.due"  # meta: the walk by closing time has looked at every wait closed before
 _CLOSED = frozenset(s.value for s in CLOSED_STATES)
 _SET = (

@@ -1,7 +1,8 @@
 """`store.retention` by the evidence's time, on SQLite and PostgreSQL: a wait closed (by its
 evidence) before the cutoff goes at the next pass however late sidewatch learned of it, and
 one closed inside the retention goes once its closing time is that old, not its recording's;
-a pass reads what was recorded or came due since the last, not the waits the store keeps."""
+a pass reads what was recorded or came due since the last, not the waits the store keeps; and
+a backfill pruned at once (the newest rows) lets no later one slip behind a walk by id."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from sidewatch.app.prune import Retention
 from sidewatch.store.repo import Store
 from tests.app.test_prune import (
     DAY,
+    HOUR,
     MIN,
     NOW,
     POLICIES,
     WEEK,
     answered,
     asked,
+    custom,
     heartbeat,
     held,
     ingest,
@@ -116,3 +119,36 @@ def test_a_wait_recorded_after_the_clock_went_back_goes_when_its_closing_is_old(
 
     assert (0, 1) == (back.threads, due.threads)
     assert [] == table_rows(store.engine, "wait_state")
+
+
+def test_a_backfill_after_a_backfill_pruned_whole_goes_too(
+    open_stores: Callable[[], Store],
+) -> None:
+    # The first backfill's transitions are the newest rows, and go: SQLite gives the next
+    # rows the ids they had, which the walk by recording has passed.
+    store = open_stores()
+    auditor = Auditor(store, POLICIES, retention_ms=WEEK)
+    ingest(store, [heartbeat("t-today", NOW)], NOW)
+    for k, now in enumerate((NOW + MIN, NOW + HOUR)):
+        ingest(store, closed([f"t-{k}-{n}" for n in range(3)], NOW - 60 * DAY), now)
+        auditor.tick(now + MIN)
+        pruned = auditor.prune(now + 2 * MIN, budget_s=60)
+
+        assert pruned is not None
+        assert 3 == pruned.threads, k
+        assert [] == table_rows(store.engine, "wait_state")
+
+
+def test_evidence_naming_no_wait_backfilled_twice_goes_both_times(
+    open_stores: Callable[[], Store],
+) -> None:
+    store = open_stores()
+    retention = Retention(store.engine, WEEK)
+    for k, now in enumerate((NOW, NOW + HOUR)):
+        route = custom("sidewatch.route", NOW - 60 * DAY, requestId=f"nobody-{k}/i", delivered=True)
+        ingest(store, [route], now)
+
+        pruned = retention.prune(now + MIN)
+
+        assert 1 == pruned.unknown, k
+        assert [] == table_rows(store.engine, "signal", "request_id")
