@@ -98,7 +98,8 @@ class Retention:
 
     @property
     def examined(self) -> int:
-        """The transitions, queued threads and heartbeats the last pass read."""
+        """The transitions, closed waits come due, queued threads and heartbeats the last
+        pass read."""
         return self._examined + self._aged.examined
 
     def prune(
@@ -176,7 +177,10 @@ class Retention:
                 break
             with self._paced():
                 t, w = self._whole(found.threads, cutoff, (CURSOR, found.last))
-            threads, waits, after = threads + t, waits + w, found.last
+            threads, waits = threads + t, waits + w
+            # As saved: a prune that deleted the newest transitions moved it back (SQLite
+            # gives their ids again: store.pruning).
+            after = retention.position(self.engine, CURSOR, 0)
         # Never after the cutoff: a pass of a clock that was ahead walked further than this
         # one's cutoff, and what the walk by recording left for later is after it.
         begin = retention.position(self.engine, retention.DUE, self._due_from())
