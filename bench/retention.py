@@ -22,6 +22,14 @@ and beat on before the cutoff (kept for their open wait), half never asked and b
 (pruned by it). The pass should cost what it prunes, not the size of the table (`--pg`: on
 PostgreSQL).
 
+With `--closing`, instead: one pass of pruning by the closing time at two store sizes
+(`--sizes`, threads), beside a pass over an empty store in the same run. Half the threads
+keep an old closed wait beside an open one (kept: no look inside without the policies), half
+closed a day ago (not old yet); before each pass measured, 100 threads closed 60 days ago are
+ingested and audited (a backfill: pruned by the pass, found by their recording), and 100
+closed a week ago come due (found by their closing time). The pass should cost what it
+prunes, not the closed waits the store keeps (`--pg`: on PostgreSQL).
+
 The README's figures are of `--threads 1000 --beats-per-day 48 --waits 1000 --long 100`
 (scaled down from the issue's 10,000 threads beating every 30 s and 5,000 waits a day, so
 that 30 days fit the time of a run on a shared 2-core machine; the output says so).
@@ -267,30 +275,79 @@ def walk_store(url: str, threads: int, now: int) -> tuple[Store, Retention]:
     return store, retention
 
 
-def walk_pass(store: Store, retention: Retention, now: int) -> dict[str, float]:
+def closing_store(url: str, threads: int, now: int) -> tuple[Store, Retention]:
+    """A store of `threads` threads as `--closing` says, with the waits that come due at
+    each pass measured, pruned to the end twice over."""
+    store = walk_store(url, 0, now)[0]
+    auditor = Auditor(store, Config().policies)
+    lines: list[dict[str, Any]] = []
+    for k in range(threads // 2):  # kept: a wait closed, the next asked (long_lines)
+        lines += long_lines(f"kept{k}", 0, now - 30 * DAY) + long_lines(
+            f"kept{k}", 1, now - 29 * DAY
+        )
+        lines += wait_lines(f"young{k}", now - DAY, closes=True)
+    for k in range(PASSES * 100):  # 100 come due at each pass (an hour apart)
+        lines += wait_lines(f"due{k}", now - 7 * DAY + (k // 100) * 3_600_000 + 1, closes=True)
+    ingest(store, lines, now)
+    auditor.tick(now + 5 * 60 * SEC)
+    AUDITORS[id(store)] = auditor
+    retention = Retention(store.engine, 7 * DAY)
+    for _ in range(2):
+        while not retention.prune(now, budget_s=600).done:
+            pass
+    return store, retention
+
+
+def closing_pass(store: Store, retention: Retention, now: int, k: int) -> dict[str, float]:
+    """100 threads closed 60 days ago ingested and audited, then one pass measured an hour
+    after the last (100 waits closed a week ago come due)."""
+    now += (k + 1) * 3_600_000
+    lines = [x for n in range(100) for x in wait_lines(f"old{k}-{n}", now - 60 * DAY, True)]
+    ingest(store, lines, now)
+    AUDITORS[id(store)].tick(now + 1)
+    return measured(store, retention, now + 2, "threads", "wait_state WHERE closed")
+
+
+def walk_pass(store: Store, retention: Retention, now: int, k: int) -> dict[str, float]:
     """100 ghosts' beats from before the cutoff, then one pass measured."""
     old = now - 8 * DAY + 5 * 3_600_000
     ingest(
         store, [custom("sidewatch.heartbeat", old, threadId=f"ghost{k}") for k in range(100)], now
     )
+    return measured(store, retention, now + k, "unknown", "heartbeat")
+
+
+AUDITORS: dict[int, Auditor] = {}  # --closing: each store's auditor, by the store's id
+
+
+def measured(
+    store: Store, retention: Retention, now: int, pruned: str, rows: str
+) -> dict[str, float]:
+    """One pass at `now`: its CPU, wall time, SQLite VM steps, rows read (`examined`) and
+    `pruned` (a field of Pruned); the `rows` (a table, our own SQL) after it."""
     before = STEPS[0]
     cpu, wall = time.process_time(), time.perf_counter()
-    pruned = retention.prune(now, budget_s=600)
+    done = retention.prune(now, budget_s=600)
     out = {
         "cpu": time.process_time() - cpu,
         "wall": time.perf_counter() - wall,
         "steps": (STEPS[0] - before) * 1000,
-        "pruned": pruned.unknown,
+        "pruned": getattr(done, pruned),
+        "read": retention.examined,
     }
     with store.engine.connect() as c:
-        out["rows"] = c.exec_driver_sql("SELECT count(*) FROM heartbeat").scalar() or 0
+        out["rows"] = c.exec_driver_sql(f"SELECT count(*) FROM {rows}").scalar() or 0
     return out
 
 
-def walk(sizes: list[int], pg: bool) -> None:
+PASSES = 5  # measured at each size; the median shown
+
+
+def walk(sizes: list[int], pg: bool, closing: bool) -> None:
     from pgdb import pg_database  # noqa: PLC0415 - only with --pg's server
 
     now = T0 + 30 * DAY
+    make, one = (closing_store, closing_pass) if closing else (walk_store, walk_pass)
     results: list[tuple[int, dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in [0, *sizes]:
@@ -300,19 +357,30 @@ def walk(sizes: list[int], pg: bool) -> None:
                     if pg
                     else f"sqlite:///{Path(tmp) / f'walk{n}.db'}"
                 )
-                store, retention = walk_store(url, n, now)
-                passes = [walk_pass(store, retention, now + k) for k in range(5)]
+                store, retention = make(url, n, now)
+                passes = [one(store, retention, now, k) for k in range(PASSES)]
                 store.engine.dispose()
-            results.append((n, sorted(passes, key=lambda p: p["cpu"])[2]))  # the median
+            results.append((n, sorted(passes, key=lambda p: p["cpu"])[PASSES // 2]))
     floor = results[0][1]
-    print(
-        f"a pass of pruning that prunes 100 heartbeats of threads with no wait, "
-        f"{'PostgreSQL' if pg else 'SQLite'}, median of 5 (load {os.getloadavg()[0]:.1f})"
-    )
+    db = "PostgreSQL" if pg else "SQLite"
+    if closing:
+        print(
+            "a pass of pruning that prunes 100 threads closed 60 days ago (recorded since the "
+            f"last pass) and 100 closed a week ago (come due since), {db}, median of {PASSES} "
+            f"(load {os.getloadavg()[0]:.1f})"
+        )
+        rows = "closed waits kept"
+    else:
+        print(
+            f"a pass of pruning that prunes 100 heartbeats of threads with no wait, {db}, "
+            f"median of {PASSES} (load {os.getloadavg()[0]:.1f})"
+        )
+        rows = "heartbeat rows"
     for n, r in results:
         print(
-            f"  {n:6,d} threads, {r['rows']:7,.0f} heartbeat rows: pruned {r['pruned']:3.0f}, "
-            f"CPU {r['cpu'] * 1000:7.1f} ms, wall {r['wall'] * 1000:7.1f} ms"
+            f"  {n:6,d} threads, {r['rows']:7,.0f} {rows}: pruned {r['pruned']:3.0f}, "
+            f"rows read {r['read']:4.0f}, CPU {r['cpu'] * 1000:7.1f} ms, "
+            f"wall {r['wall'] * 1000:7.1f} ms"
             + (f", {r['steps'] / 1e6:6.2f} M VM steps" if r["steps"] else "")
             + f"  (x{r['cpu'] / floor['cpu']:.2f} the empty store's CPU)"
         )
@@ -332,11 +400,12 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--retention-days", type=int, default=7)
     parser.add_argument("--walk", action="store_true", help="the pass over heartbeats alone")
+    parser.add_argument("--closing", action="store_true", help="the pass by closing time alone")
     parser.add_argument("--sizes", default="2000,20000", help="--walk: threads, two sizes")
-    parser.add_argument("--pg", action="store_true", help="--walk: on PostgreSQL")
+    parser.add_argument("--pg", action="store_true", help="--walk, --closing: on PostgreSQL")
     args = parser.parse_args()
-    if args.walk:
-        walk([int(n) for n in args.sizes.split(",")], args.pg)
+    if args.walk or args.closing:
+        walk([int(n) for n in args.sizes.split(",")], args.pg, args.closing)
         return
 
     with tempfile.TemporaryDirectory() as tmp:

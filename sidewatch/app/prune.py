@@ -2,11 +2,13 @@
 counts of what was pruned so that counters never go back. This module decides and paces; the
 statements are the store's (store.retention, store.history, store.aged).
 
-A thread is pruned whole once every wait of it is closed, the last of them before the cutoff,
-and no evidence of it waits for the auditor. A thread that keeps a wait loses only its closed
-waits older than the cutoff that can go without changing the evidence or verdict of a wait
-that stays (`plan`, proved by `unchanged` on the store's own rows before the deletion
-commits). Units and their rejects, and evidence naming no wait, go by their own age.
+A thread is pruned whole once every wait of it is closed, the last of them before the cutoff
+by the evidence (when it closed, not when sidewatch learned of it: a backfill of old traffic
+goes at the next pass), and no evidence of it waits for the auditor. A thread that keeps a
+wait loses only its closed waits older than the cutoff that can go without changing the
+evidence or verdict of a wait that stays (`plan`, proved by `unchanged` on the store's own
+rows before the deletion commits). Units and their rejects, and evidence naming no wait, go
+by their own age.
 
 With `ahead_ms` (the daemon's), a pass prunes as of its clock only up to `ahead_ms` after the
 newest evidence (producers' times, not this host's): a clock jumped ahead prunes at most that
@@ -29,7 +31,7 @@ from sidewatch.core.model import CLOSED_STATES
 from sidewatch.store import history, retention
 from sidewatch.store.aged import EVIDENCE_TABLES, Aged
 from sidewatch.store.db import classified
-from sidewatch.store.pruning import keep_pruned_before, vacuum
+from sidewatch.store.pruning import CURSOR, keep_pruned_before, pruned_before, vacuum
 from sidewatch.store.stats import newest_evidence
 
 BATCH = 100  # threads, units or evidence rows per transaction
@@ -96,7 +98,8 @@ class Retention:
 
     @property
     def examined(self) -> int:
-        """The transitions, queued threads and heartbeats the last pass read."""
+        """The transitions, closed waits come due, queued threads and heartbeats the last
+        pass read."""
         return self._examined + self._aged.examined
 
     def prune(
@@ -160,20 +163,37 @@ class Retention:
     def _prune_threads(
         self, cutoff: int, now: int, deadline: float, clock: Callable[[], float]
     ) -> tuple[int, int, bool]:
-        """The closing transitions recorded since the last pass, then the queued threads:
-        (threads pruned whole, waits pruned, whether it finished in time)."""
+        """The closing transitions recorded since the last pass, the waits whose closing time
+        the cutoff passed since, then the queued threads: (threads pruned whole, waits pruned,
+        whether it finished in time)."""
         threads = waits = 0
-        after = retention.cursor(self.engine)
+        after = retention.position(self.engine, CURSOR, 0)
         while True:
             if clock() > deadline:
                 return threads, waits, False
-            found = retention.closing(self.engine, cutoff, now, after, self.batch)
+            found = retention.recorded(self.engine, cutoff, after, self.batch)
             self._examined += found.read
             if found.last == after:
                 break
             with self._paced():
-                t, w = self._whole(found.threads, cutoff, found.last)
-            threads, waits, after = threads + t, waits + w, found.last
+                t, w = self._whole(found.threads, cutoff, (CURSOR, found.last))
+            threads, waits = threads + t, waits + w
+            # As saved: a prune that deleted the newest transitions moved it back (SQLite
+            # gives their ids again: store.pruning).
+            after = retention.position(self.engine, CURSOR, 0)
+        # Never after the cutoff: a pass of a clock that was ahead walked further than this
+        # one's cutoff, and what the walk by recording left for later is after it.
+        begin = retention.position(self.engine, retention.DUE, self._due_from())
+        if begin > cutoff:
+            self._whole([], cutoff, (retention.DUE, begin := cutoff))
+        while begin < cutoff:
+            if clock() > deadline:
+                return threads, waits, False
+            found = retention.due(self.engine, begin, cutoff, self.batch)
+            self._examined += found.read
+            with self._paced():
+                t, w = self._whole(found.threads, cutoff, (retention.DUE, found.last))
+            threads, waits, begin = threads + t, waits + w, found.last
         tried = ""
         while queued := history.queued(self.engine, tried, self.batch):
             self._examined += len(queued)
@@ -185,11 +205,21 @@ class Retention:
                 threads, waits, tried = threads + t, waits + w, thread
         return threads, waits, True
 
-    def _whole(self, threads: list[str], cutoff: int, cursor: int | None) -> tuple[int, int]:
-        """Prune `threads` whole where they still can be (store.retention); with the
-        auditor's policies, one that keeps a wait is queued for a look inside it."""
+    def _due_from(self) -> int:
+        """Where the walk by closing time begins in a store that has none saved: a store
+        pruned before it existed, at the cutoff it last pruned to (what closed before was
+        found by its recording then); a new one, at the earliest."""
+        before = pruned_before(self.engine)
+        return retention.EARLIEST if before is None else before
+
+    def _whole(
+        self, threads: list[str], cutoff: int, saved: tuple[str, int] | None
+    ) -> tuple[int, int]:
+        """Prune `threads` whole where they still can be (store.retention), saving a walk's
+        position with it; with the auditor's policies, one that keeps a wait is queued for a
+        look inside it."""
         within = self.policy_for is not None
-        return retention.prune_whole(self.engine, threads, cutoff, cursor, self.buckets, within)
+        return retention.prune_whole(self.engine, threads, cutoff, saved, self.buckets, within)
 
     def _retry(self, thread: str, cutoff: int, now: int) -> tuple[int, int]:
         """Another look at a queued thread: pruned whole if it can be now; else its closed

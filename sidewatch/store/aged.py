@@ -148,8 +148,15 @@ class Aged:
             if n:
                 counts[(UNKNOWN, table)] += n
             add(c, counts)
+            last = ids[-1]
+            if n and c.dialect.name == "sqlite":
+                # SQLite gives a new row the largest id plus one: once the newest rows went (a
+                # backfill's), the next take ids the walk has passed. It goes back to the
+                # largest left, under the write lock (PostgreSQL's sequence never reuses one).
+                top = c.exec_driver_sql(f"SELECT max(id) FROM {table}").scalar()
+                last = min(last, int(top or 0))
         # A batch cut short by a row newer than the cutoff: the rest waits for a later pass.
-        return int(n), ids[-1], len(ids) == self.batch
+        return int(n), last, len(ids) == self.batch
 
     def _unknown_beats(self, cutoff: int) -> tuple[int, bool]:
         """Prune the heartbeats older than the cutoff of threads that announced no wait: of

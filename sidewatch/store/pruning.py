@@ -29,6 +29,14 @@ LINES, REJECTS, TRANSITIONS, FINDINGS, UNKNOWN = (
     "unknown_evidence",
 )
 PRUNED_BEFORE = "pruned_before"  # the latest cutoff pruned to (ms), one row
+CURSOR = "retention.after"  # meta: the last transition the walk by recording looked at
+# SQLite gives a new row the largest id plus one: once a prune deleted the newest
+# transitions (a backfill's, pruned at once), the next ones would take ids the walk by
+# recording has passed. The walk goes back to the largest id left, under the write lock.
+_CURSOR_BACK = (
+    "UPDATE meta SET value = (SELECT CAST(coalesce(max(id), 0) AS TEXT) FROM transition) "
+    "WHERE key = ? AND CAST(value AS INTEGER) > (SELECT coalesce(max(id), 0) FROM transition)"
+)
 ADD = (
     "INSERT INTO pruned_total (counter, key, value) VALUES (?, ?, ?) "
     "ON CONFLICT (counter, key) DO UPDATE SET value = pruned_total.value + excluded.value"
@@ -70,7 +78,8 @@ def drop_waits(
     buckets: Buckets,
 ) -> None:
     """Delete these wait records (rows of wait_state) with their transitions and the
-    signals naming them by requestId, counted in `counts`."""
+    signals naming them by requestId, counted in `counts`; the walk by recording kept
+    behind every id SQLite may give again."""
     _histograms(waits, counts, buckets)
     tm = ", ".join("?" for _ in threads)
     requests = sorted({str(r[1]) for r in waits})
@@ -87,6 +96,8 @@ def drop_waits(
         c.exec_driver_sql(
             driver_sql(c, f"DELETE FROM signal WHERE request_id IN ({rm})"), tuple(part)
         )
+    if c.dialect.name == "sqlite":  # PostgreSQL's sequence never gives an id again
+        c.exec_driver_sql(driver_sql(c, _CURSOR_BACK), (CURSOR,))
 
 
 def _histograms(waits: Sequence[Any], counts: Counter[tuple[str, str]], buckets: Buckets) -> None:
