@@ -267,6 +267,9 @@ def _metadata(meta: dict[str, Any]) -> dict[str, Any]:
     if isinstance(call, dict):
         kept = {k: call[k] for k in ("id", "name", "args") if k in call}
         out["adk"] = {"originalFunctionCall": kept}
+    mastra = meta.get("mastra")  # the suspended call: its action and digest (Mastra)
+    if isinstance(mastra, dict) and isinstance(mastra.get("toolName"), str):
+        out["mastra"] = {k: mastra[k] for k in ("toolName", "args") if k in mastra}
     af = meta.get("agent_framework")
     if isinstance(af, dict) and af.get("type") == "function_approval_request":
         out["agent_framework"] = {"type": "function_approval_request"}  # a fixed word only
