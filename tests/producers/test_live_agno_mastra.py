@@ -259,6 +259,8 @@ AGNO_RIGHT = {
     "agno-two-approvals-one-answered": [("RESUMED", "accept", False), ("CANCELLED", None, True)],
     # agno refused the answer with RUN_ERROR: the call is still paused
     "agno-wrong-id": [("WAITING", None, False)],
+    # a later run moved past the pause, then an answer ran the call: reopened (issue 31)
+    "agno-late-answer-after-later-run": [("RESUMED", "accept", False)],
 }
 MASTRA_RIGHT = {
     "mastra-approve": [("RESUMED", "accept", False)],
@@ -268,6 +270,8 @@ MASTRA_RIGHT = {
     "mastra-two-suspensions": [("RESUMED", "accept", False)] * 2,
     # the resume broke the stream: the suspension is still there
     "mastra-wrong-id": [("WAITING", None, False)],
+    # a later run moved past the suspension, then an answer ran the refund: reopened
+    "mastra-late-answer-after-later-run": [("RESUMED", "accept", False)],
 }
 
 
