@@ -19,6 +19,11 @@ the one-pass reading (every existing test passes either way):
 5. A tool message naming a wait by its gated call (`via: gated_call`, Agent Framework's
    `confirm_changes`) is, before anything else, an answer of the interrupt that gates that
    call (the latest announced by then, else the first after), as a tool message.
+
+A wait a later run moved past unanswered and that a run's answer then reopens (issue 31) needs
+nothing of its own here: the reference feeds a wait every later run's steps and classifies
+with the same health model, so "was it open then?" sees it closed from the move to the answer
+and open after it, as the engine's walk does (tests/core/test_late_answers.py).
 """
 
 from __future__ import annotations

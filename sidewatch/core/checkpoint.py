@@ -1,7 +1,9 @@
 """Settled waits stay settled: a long thread's history before a cut is evaluated once.
 
 A checkpoint splits a thread at a time `cut`: every wait announced before it is settled (its
-evidence closed it; time alone never reopens a wait), and the facts before it (the prefix)
+evidence closed it; time alone never reopens a wait, and what does, a later step of a run that
+answered it or a run's answer for a wait a run moved past, names a run, an interrupt, a call
+or a requestId of the prefix, which `holds` refuses), and the facts before it (the prefix)
 share no run or requestId with the facts after it (the suffix). Thread-wide heartbeats (no
 run: a beat, or a span of beats, for every wait of the thread) are in the suffix whatever
 their time (`split`): the engine gives each wait every thread-wide beat before it, so a suffix

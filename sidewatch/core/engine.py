@@ -85,7 +85,8 @@ class Evaluated:
     # their beats reach it (core.settled gives a settled wait its beats back by this).
     again: tuple[tuple[str, int, int], ...] = ()
     # When its evidence closed it (RESUMED included: only a later step of a run that answered
-    # it reopens it); None while open. Time alone never reopens a wait (core.checkpoint).
+    # it reopens it; CANCELLED by a run that moved past it too: only a run's answer naming it
+    # reopens it); None while open. Time alone never reopens a wait (core.checkpoint).
     settled_at: int | None = None
 
 

@@ -3,7 +3,8 @@
 The wait's timeline is replayed in (time, arrival) order. Between items, time alone may move
 the wait (expiry, graces, heartbeat freshness); each such instant is evaluated too, so every
 transition carries the time the evidence put the wait in its state, and a closed wait stays
-closed whatever comes after (but for a RESUMED wait whose continuing run then fails).
+closed whatever comes after (but for a RESUMED wait whose continuing run then fails, and a wait
+a later run moved past unanswered, which a run's answer for it reopens).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sidewatch.core.vocab import FindingRule
 FINDING_LATE_ANSWER = FindingRule.ANSWERED_AFTER_EXPIRY
 FINDING_DROPPED = FindingRule.DROPPED_UNANSWERED
 FINDING_LONE_ANSWER = FindingRule.ANSWER_MATCHED_BY_LONE_WAIT
+FINDING_REOPENED = FindingRule.ANSWERED_AFTER_MOVED_PAST
 # Read several times at every instant of every wait: Python 3.11 reads an enum's member
 # (`Need.REQUIRED`) several times slower than a module's global.
 _REQUIRED = Need.REQUIRED
@@ -272,6 +274,8 @@ def _decide(acc: _Acc, d: Decision, ev: WaitEvidence) -> None:
             acc.repeats.add(d.run_id)  # not a continuation: the wait is settled
             return
         acc.answer_runs.setdefault(d.run_id, d.code)
+        if acc.dropped:  # the producer kept the suspension after all (agno, Mastra)
+            _reopen(acc)
     if ev.expires_at is not None and d.at >= ev.expires_at and acc.closed is None:
         _finding(acc, FINDING_LATE_ANSWER)
     if acc.closed is not None or acc.consumed:
@@ -359,6 +363,13 @@ def _failure(acc: _Acc, at: int, cause: str) -> None:
     acc.failure_at, acc.last_cont, acc.failure_cause = at, "failure", cause
     if acc.closed is State.RESUMED:
         acc.closed = None  # the one way a closed wait reopens
+
+
+def _reopen(acc: _Acc) -> None:
+    """A run's answer for a wait a later run moved past unanswered: the wait is evaluated as
+    if it had stayed open (its CANCELLED was provisional; a certain one never reopens)."""
+    acc.closed, acc.dropped = None, False
+    _finding(acc, FINDING_REOPENED)
 
 
 def _close(acc: _Acc, state: State, at: int) -> None:

@@ -35,11 +35,23 @@ PROBLEM_STATES: tuple[State, ...] = (
     State.STUCK_AFTER_DECISION,
 )
 
-# Every open state may move to any other state; a closed state never moves, with the one
-# documented exception: a RESUMED wait whose continuing run then fails.
+# Every open state may move to any other state; a closed state never moves, with the two
+# documented exceptions: a RESUMED wait whose continuing run then fails, and a wait CANCELLED
+# because a later run moved past it unanswered, which a run's answer for it reopens (to what
+# a decision gives: awaiting its receipt, stale, stuck, or closed by it at once).
 ALLOWED_TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
     {(a, b) for a in OPEN_STATES for b in State if a != b}
     | {(State.RESUMED, State.STUCK_AFTER_DECISION)}
+    | {
+        (State.CANCELLED, b)
+        for b in (
+            State.WAITING,
+            State.STALE,
+            State.STUCK_AFTER_DECISION,
+            State.RESUMED,
+            State.CLOSED_BY_DECLINE,
+        )
+    }
 )
 
 

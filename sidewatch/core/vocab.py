@@ -50,6 +50,7 @@ class FindingRule(StrEnum):
     ANSWER_MATCHED_BY_LONE_WAIT = "answer_matched_by_lone_wait"
     ANSWER_UNKNOWN_INTERRUPT = "answer_unknown_interrupt"
     ANSWERED_AFTER_EXPIRY = "answered_after_expiry"
+    ANSWERED_AFTER_MOVED_PAST = "answered_after_moved_past"
     CANCEL_RUNS_FIRST_OUTCOME = "cancel_runs_first_outcome"
     DROPPED_UNANSWERED = "dropped_unanswered"
     DUPLICATE_INTERRUPT_ID = "duplicate_interrupt_id"

@@ -21,15 +21,18 @@ from sidewatch.core.model import (
     Decision,
     Heartbeat,
     Item,
+    Missing,
     Receipt,
     Route,
     RunEvent,
     RunStep,
     State,
     Thresholds,
+    Verdict,
     WaitEvidence,
 )
 from sidewatch.core.policy import DEFAULT_POLICY, Need, Policy, ReceiptKind
+from sidewatch.core.vocab import FindingRule
 
 SECOND = 1_000
 MINUTE = 60 * SECOND
@@ -219,7 +222,7 @@ def known_at(evidence: WaitEvidence, t: int) -> WaitEvidence:
 
 def continuation_failure(evidence: WaitEvidence, policy: Policy, item: Item) -> bool:
     """The one thing that reopens a RESUMED wait: the continuing run (one whose input carried
-    the accept) raised RUN_ERROR, or finished without the tool result its policy requires."""
+    the accept) raised RUN_ERROR, or ended without the tool result its policy requires."""
     if not isinstance(item, RunEvent):
         return False
     accepting_runs = {
@@ -234,7 +237,7 @@ def continuation_failure(evidence: WaitEvidence, policy: Policy, item: Item) -> 
         for i in evidence.items
     )
     return (
-        item.step is RunStep.FINISHED
+        item.step in (RunStep.FINISHED, RunStep.INTERRUPTED)  # it ended, maybe asking anew
         and not item.reannounced
         and policy.receipt is ReceiptKind.TOOL_RESULT
         and not produced_result
@@ -262,6 +265,31 @@ RESUMED_THEN_ACTION_CHANGED_THEN_FAILED = (
     _after,
 )
 
+# A wait a later run (run-5) moved past unanswered at 16:06, then answered in run-4's input:
+# provisionally CANCELLED, then reopened (the spec's second exception).
+_moved_past = wait(
+    [
+        Route(T0 + 1 * SECOND, 1, "role:release-owner", delivered=True),
+        Heartbeat(T0 + 2 * SECOND, 2),
+        RunEvent(T0 + 5 * MINUTE, 3, "run-5", RunStep.STARTED),
+        RunEvent(T0 + 6 * MINUTE, 4, "run-5", RunStep.FINISHED),
+    ]
+)
+MOVED_PAST_THEN_ANSWERED = (
+    _moved_past,
+    DEFAULT_POLICY,
+    T0 + 6 * MINUTE,
+    (Decision(T0 + 10 * MINUTE, 5, Code.ACCEPT, run_id="run-4"),),
+)
+
+
+def reopens(closed: Verdict, item: Item) -> bool:
+    """The other thing that reopens a closed wait: a run's answer for a wait a later run moved
+    past unanswered (CANCELLED, missing its decision)."""
+    moved_past = closed.state is State.CANCELLED and Missing.DECISION in closed.missing
+    return moved_past and isinstance(item, Decision) and item.run_id is not None
+
+
 # --- properties ---------------------------------------------------------------------------
 
 
@@ -280,8 +308,11 @@ def test_a_closed_wait_stays_closed_as_time_passes(case, wait_more, dt):
 
 @property_settings
 @example(case=RESUMED_THEN_ACTION_CHANGED_THEN_FAILED)
+@example(case=MOVED_PAST_THEN_ANSWERED)
 @given(case=closed_then_more())
-def test_evidence_after_a_wait_closed_changes_nothing_but_a_failed_continuation(case):
+def test_evidence_after_a_wait_closed_changes_nothing_but_a_failed_continuation_or_an_answer(
+    case,
+):
     evidence, policy, t1, late = case
     closed = classify(evidence, policy, t1)
     assume(closed.closed)
@@ -294,6 +325,11 @@ def test_evidence_after_a_wait_closed_changes_nothing_but_a_failed_continuation(
         if closed.state is State.RESUMED and continuation_failure(timeline, policy, item):
             expected.append((State.STUCK_AFTER_DECISION, item.at))
             break  # reopened: what follows is an open wait's business
+        if reopens(closed, item):
+            found = FindingRule.ANSWERED_AFTER_MOVED_PAST in verdict.findings
+            actual[-1] = (found, Missing.DECISION in verdict.missing)
+            expected.append((True, False))
+            break  # reopened, and evaluated as if open since (tests/core/test_late_answers.py)
         expected.append((closed.state, closed.since))
 
     assert expected == actual

@@ -165,6 +165,8 @@ UNCERTAIN = True
 NOTHING: tuple[Missing, ...] = ()
 
 LIVE = (delivered(t(0, 1)), beat(t(0, 2)))  # routed, handle in metadata, fresh until 16:10:02
+# A later run (run-3) finished at 16:06 while the wait was open and unanswered: CANCELLED, for now.
+MOVED_PAST = (*LIVE, started(t(5), "run-3"), finished(t(6), "run-3"))
 
 # (id, evidence, policy, now, (state, phase, since, uncertain, missing))
 TRUTH_TABLE = [
@@ -797,6 +799,56 @@ TRUTH_TABLE = [
         DEFAULT,
         t(7),
         (WAITING, DECISION_PHASE, t(0), CERTAIN, NOTHING),
+    ),
+    # --- a wait a later run moved past, answered later (the producer kept it) ---------------
+    (
+        "WAITING awaiting_receipt when a run's accept reopens a wait a later run moved past",
+        wait(*MOVED_PAST, accept(t(10), "run-4")),
+        DEFAULT,
+        t(12),
+        (WAITING, RECEIPT_PHASE, t(10), CERTAIN, NOTHING),
+    ),
+    (
+        "RESUMED when the run whose input accepted a wait moved past starts",
+        wait(*MOVED_PAST, accept(t(10), "run-4"), started(t(10), "run-4")),
+        DEFAULT,
+        t(30),
+        (RESUMED, None, t(10), CERTAIN, NOTHING),
+    ),
+    (
+        "STUCK one ms past resumeGrace after a late accept that no run consumed",
+        wait(*MOVED_PAST, accept(t(10), "run-4")),
+        DEFAULT,
+        t(15) + 1,
+        (STUCK, None, t(15), CERTAIN, NOTHING),
+    ),
+    (
+        "STALE when the late accept of a wait moved past came after expiresAt",
+        wait(*MOVED_PAST, accept(t(10), "run-4"), started(t(10), "run-4"), expires_at=t(8)),
+        DEFAULT,
+        t(30),
+        (STALE, None, t(10), CERTAIN, NOTHING),
+    ),
+    (
+        "CLOSED_BY_DECLINE when a run's decline answers a wait a later run moved past",
+        wait(*MOVED_PAST, decline(t(10), "run-4")),
+        DEFAULT,
+        t(30),
+        (DECLINED, None, t(10), CERTAIN, NOTHING),
+    ),
+    (
+        "CANCELLED (uncertain) unchanged by an approval UI's accept after the run moved past",
+        wait(*MOVED_PAST, accept(t(10))),
+        DEFAULT,
+        t(30),
+        (CANCELLED, None, t(6), UNCERTAIN, (Missing.DECISION,)),
+    ),
+    (
+        "CANCELLED (certain) never reopens: a run's accept after an explicit cancel",
+        wait(*LIVE, cancel(t(5), "run-3"), accept(t(10), "run-4"), started(t(10), "run-4")),
+        DEFAULT,
+        t(30),
+        (CANCELLED, None, t(5), CERTAIN, NOTHING),
     ),
     # --- evidence a deployment never reports (Need.IGNORED) ------------------------------
     (

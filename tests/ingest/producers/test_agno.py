@@ -39,8 +39,6 @@ def recipe() -> Config:
 
 AGNO = recipe()
 # file -> [(state, decision, uncertain)] of its waits, in the order they were requested.
-# Not here: `agno-late-answer-after-later-run`, an answer after a run moved past the wait
-# (issue 31's late answers, read by the engine).
 AGNO_VERDICTS = {
     "agno-approve": [("RESUMED", "accept", False)],
     "agno-decline": [("CLOSED_BY_DECLINE", "decline", False)],
@@ -55,6 +53,9 @@ AGNO_VERDICTS = {
     "agno-two-approvals-one-answered": [("RESUMED", "accept", False), ("CANCELLED", None, True)],
     # agno refused the answer with RUN_ERROR: the call is still paused
     "agno-wrong-id": [("WAITING", None, False)],
+    # a later run moved past the pause, then an answer ran the call: reopened by the late
+    # answer (`answered_after_moved_past`, tests/app/test_late_answers.py)
+    "agno-late-answer-after-later-run": [("RESUMED", "accept", False)],
 }
 
 

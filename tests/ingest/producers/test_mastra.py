@@ -28,8 +28,6 @@ from tests.ingest.producers.captures import (
 
 GRACE = 5 * 60_000  # the default policy's resume grace
 # file -> [(state, decision, uncertain)] of its waits, in the order they were requested.
-# Not here: `mastra-late-answer-after-later-run` and `mastra-cancel-then-answer`, answers after
-# a run moved past the wait (issue 31's late answers, read by the engine, not by this dialect).
 MASTRA = {
     "mastra-approve": [("RESUMED", "accept", False)],
     "mastra-decline": [("CLOSED_BY_DECLINE", "decline", False)],
@@ -45,6 +43,12 @@ MASTRA = {
     "mastra-two-entries-unknown-first": [("WAITING", "accept", False)],
     # requireApproval is no interrupt: a plain pending call, and no wait without the config
     "mastra-require-approval": [],
+    # a later run moved past the suspension, then an answer ran the refund: reopened by the
+    # late answer (`answered_after_moved_past`, tests/app/test_late_answers.py)
+    "mastra-late-answer-after-later-run": [("RESUMED", "accept", False)],
+    # Mastra's adapter answered the cancel itself and kept the suspension: the later accept
+    # ran the refund, but a certain CANCELLED never reopens (the spec; docs/interpretations.md)
+    "mastra-cancel-then-answer": [("CANCELLED", "cancel", False)],
 }
 
 
