@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict, Unpack
@@ -15,6 +15,7 @@ from sidewatch.config import Config
 from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
+from sidewatch.ingest.opencalls import OpenCalls
 from sidewatch.ingest.reader import NDJSON_TYPES, Framed, frame, ndjson_file, read_file
 from sidewatch.store.repo import RejectedLine, Store, UnitWriter
 
@@ -167,6 +168,8 @@ class Ingest:
         self.protect = protect
         self.config = config
         self.counters = IngestCounters() if counters is None else counters
+        # Tool calls a unit left open, for their parts in later units (memory only).
+        self.open_calls = OpenCalls()
         # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
         sqlite = store.engine.dialect.name == "sqlite"
         self._writer: AbstractContextManager[object] = threading.Lock() if sqlite else nullcontext()
@@ -194,19 +197,25 @@ class Ingest:
 
     def unit(self, unit: ReadUnit) -> IngestSummary:
         """One unit (as `read` gives it) committed in a transaction of its own, and counted."""
+        settle: list[Callable[[], None]] = []
         with self._writer, self.store.unit(unit.source, unit.received_at, unit.key) as writer:
-            summary = self._stored(writer, unit)
+            summary = self._stored(writer, unit, settle)
+        for settled in settle:  # committed: its open calls are held for the next units
+            settled()
         return self._counted(summary)
 
     def units(self, units: Sequence[ReadUnit]) -> list[IngestSummary]:
         """Read units committed in ONE transaction, each as `unit` would (a key already stored,
         even earlier in the same batch, is a duplicate), then counted: all of them are
         committed or none. A StoreRefused from any of them rolls back every one."""
+        settle: list[Callable[[], None]] = []
         with self._writer, self.store.units() as batch:
             summaries: list[IngestSummary] = []
             for unit in units:
                 writer = batch.unit(unit.source, unit.received_at, unit.key)
-                summaries.append(self._stored(writer, unit))
+                summaries.append(self._stored(writer, unit, settle))
+        for settled in settle:
+            settled()
         return [self._counted(s) for s in summaries]
 
     def file(self, path: str, received_at: int) -> IngestSummary:
@@ -225,19 +234,26 @@ class Ingest:
                 raise type(e)(f"{path}: {e}") from None
         else:
             lines = _counted(chunks, limits.lines, path)
+        settle: list[Callable[[], None]] = []
         with self._writer, self.store.unit(path, received_at, None) as writer:
             summary = (
                 _duplicate(path)
                 if writer is None
-                else self._interpreted(writer, path, received_at, None, lines)
+                else self._interpreted(writer, path, received_at, None, lines, settle)
             )
+        for settled in settle:
+            settled()
         return self._counted(summary)
 
-    def _stored(self, writer: UnitWriter | None, unit: ReadUnit) -> IngestSummary:
+    def _stored(
+        self, writer: UnitWriter | None, unit: ReadUnit, settle: list[Callable[[], None]]
+    ) -> IngestSummary:
         """A read unit into its writer (None: its key is stored already, a duplicate)."""
         if writer is None:
             return _duplicate(unit.source)
-        return self._interpreted(writer, unit.source, unit.received_at, unit.allowed, unit.framed)
+        return self._interpreted(
+            writer, unit.source, unit.received_at, unit.allowed, unit.framed, settle
+        )
 
     def _interpreted(
         self,
@@ -246,9 +262,11 @@ class Ingest:
         received_at: int,
         allowed: frozenset[str] | None,
         lines: Framed | Iterator[list[bytes]],
+        settle: list[Callable[[], None]],
     ) -> IngestSummary:
         """Interpret a unit's lines (framed, or a file's chunks) into its open writer, refusing
-        those of a kind not in `allowed` (None: every kind allowed)."""
+        those of a kind not in `allowed` (None: every kind allowed). What it does to the open
+        calls goes to `settle`, to be done once the unit is committed."""
         from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
         cfg, protect = self.config, self.protect
@@ -260,10 +278,12 @@ class Ingest:
             cfg.decision_labels,
             cfg.frontend_tools,
             allowed,
+            self.open_calls,
         )
         res = (
             interpreter.read(lines) if isinstance(lines, Framed) else interpreter.read_chunks(lines)
         )
+        settle.append(lambda: self.open_calls.settle(interpreter.took, interpreter.left))
         redelivered = writer.write(
             protect.digests(res.facts),
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],
