@@ -199,7 +199,7 @@ class Ingest:
         """One unit (as `read` gives it) committed in a transaction of its own, and counted."""
         settle: list[Callable[[], None]] = []
         with self._writer, self.store.unit(unit.source, unit.received_at, unit.key) as writer:
-            summary = self._stored(writer, unit, settle)
+            summary = self._stored(writer, unit, settle, self.open_calls)
         for settled in settle:  # committed: its open calls are held for the next units
             settled()
         return self._counted(summary)
@@ -209,11 +209,12 @@ class Ingest:
         even earlier in the same batch, is a duplicate), then counted: all of them are
         committed or none. A StoreRefused from any of them rolls back every one."""
         settle: list[Callable[[], None]] = []
+        calls = self.open_calls.fork()  # each unit of the batch sees the calls of those before
         with self._writer, self.store.units() as batch:
             summaries: list[IngestSummary] = []
             for unit in units:
                 writer = batch.unit(unit.source, unit.received_at, unit.key)
-                summaries.append(self._stored(writer, unit, settle))
+                summaries.append(self._stored(writer, unit, settle, calls))
         for settled in settle:
             settled()
         return [self._counted(s) for s in summaries]
@@ -239,20 +240,26 @@ class Ingest:
             summary = (
                 _duplicate(path)
                 if writer is None
-                else self._interpreted(writer, path, received_at, None, lines, settle)
+                else self._interpreted(
+                    writer, path, received_at, None, lines, settle, self.open_calls
+                )
             )
         for settled in settle:
             settled()
         return self._counted(summary)
 
     def _stored(
-        self, writer: UnitWriter | None, unit: ReadUnit, settle: list[Callable[[], None]]
+        self,
+        writer: UnitWriter | None,
+        unit: ReadUnit,
+        settle: list[Callable[[], None]],
+        calls: OpenCalls,
     ) -> IngestSummary:
         """A read unit into its writer (None: its key is stored already, a duplicate)."""
         if writer is None:
             return _duplicate(unit.source)
         return self._interpreted(
-            writer, unit.source, unit.received_at, unit.allowed, unit.framed, settle
+            writer, unit.source, unit.received_at, unit.allowed, unit.framed, settle, calls
         )
 
     def _interpreted(
@@ -263,10 +270,12 @@ class Ingest:
         allowed: frozenset[str] | None,
         lines: Framed | Iterator[list[bytes]],
         settle: list[Callable[[], None]],
+        calls: OpenCalls,
     ) -> IngestSummary:
         """Interpret a unit's lines (framed, or a file's chunks) into its open writer, refusing
-        those of a kind not in `allowed` (None: every kind allowed). What it does to the open
-        calls goes to `settle`, to be done once the unit is committed."""
+        those of a kind not in `allowed` (None: every kind allowed). It reads the open `calls`
+        (a batch's fork, settled at once); what it does to the daemon's goes to `settle`, to
+        be done once the unit is committed."""
         from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
         cfg, protect = self.config, self.protect
@@ -278,12 +287,15 @@ class Ingest:
             cfg.decision_labels,
             cfg.frontend_tools,
             allowed,
-            self.open_calls,
+            calls,
         )
         res = (
             interpreter.read(lines) if isinstance(lines, Framed) else interpreter.read_chunks(lines)
         )
-        settle.append(lambda: self.open_calls.settle(interpreter.took, interpreter.left))
+        took, left = interpreter.took, interpreter.left
+        if calls is not self.open_calls:
+            calls.settle(took, left)
+        settle.append(lambda: self.open_calls.settle(took, left))
         redelivered = writer.write(
             protect.digests(res.facts),
             [RejectedLine(r.line, r.reason, r.error) for r in res.rejects],

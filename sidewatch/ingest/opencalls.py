@@ -35,6 +35,17 @@ class OpenCalls:
     def __len__(self) -> int:
         return len(self._calls)
 
+    def fork(self) -> OpenCalls:
+        """A copy, settled unit by unit, for the units of a batch read before any of them
+        is committed."""
+        copy = OpenCalls(self.max_calls, self.max_bytes)
+        with self._lock:
+            copy._calls = OrderedDict(
+                (k, replace(c, args=list(c.args))) for k, c in self._calls.items()
+            )
+            copy._bytes = self._bytes
+        return copy
+
     def get(self, thread: str, call_id: str) -> Call | None:
         """A copy of the open call (its fragments a new list: a unit rolled back leaves the
         held call as it was)."""

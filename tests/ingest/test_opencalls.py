@@ -8,11 +8,16 @@ from typing import Any
 
 import orjson
 
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import Ingest, ref_protector
+from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact, ToolCallFact
 from sidewatch.core.vocab import FindingRule
 from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.digest import RefProtector, action_digest
 from sidewatch.ingest.opencalls import OpenCalls
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
 
 RECEIVED = 1_785_081_600_000
 PROTECT = RefProtector(b"test-key", ("role:", "policy:"))
@@ -109,3 +114,27 @@ def test_held_arguments_are_bounded_in_bytes() -> None:
     unit(calls, START, ARGS)
 
     assert 0 == len(calls)
+
+
+def test_a_batch_of_units_committed_together_reads_each_call_whole(db_url: str) -> None:
+    """ADK's confirmation wait, one event a message of a JetStream batch: the wait's identity
+    is in the call's arguments."""
+    engine = open_store(db_url)
+    store = Store(engine)
+    ingest = Ingest(store, ref_protector(engine, Config()), Config())
+    original = {"id": "c1", "name": "delete_file", "args": {"path": "/tmp/a"}}
+    confirmation = [
+        line("RUN_STARTED"),
+        line("TOOL_CALL_START", toolCallId="k1", toolCallName="adk_request_confirmation"),
+        line("TOOL_CALL_ARGS", toolCallId="k1", delta='{"originalFunctionCall": '),
+        line("TOOL_CALL_ARGS", toolCallId="k1", delta=orjson.dumps(original).decode() + "}"),
+        line("TOOL_CALL_END", toolCallId="k1"),
+        line("RUN_FINISHED"),
+    ]
+
+    ingest.units([ingest.read("nats", body, RECEIVED) for body in confirmation])
+    waits = [(a.evidence.interrupt_id, a.evidence.action) for a in audit(store, (), RECEIVED)]
+    engine.dispose()
+
+    assert [("k1", "delete_file")] == waits
+    assert 0 == len(ingest.open_calls)
