@@ -15,6 +15,7 @@ from sidewatch.config import Config
 from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
+from sidewatch.ingest.opencalls import OpenCalls
 from sidewatch.ingest.reader import (
     NDJSON_TYPES,
     FileCuts,
@@ -165,6 +166,8 @@ class Ingest:
         self.protect = protect
         self.config = config
         self.counters = IngestCounters() if counters is None else counters
+        # Tool calls a unit left open, for their parts in later units (memory only).
+        self.open_calls = OpenCalls()
         # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
         sqlite = store.engine.dialect.name == "sqlite"
         self._writer: AbstractContextManager[object] = threading.Lock() if sqlite else nullcontext()
@@ -192,19 +195,26 @@ class Ingest:
 
     def unit(self, unit: ReadUnit) -> IngestSummary:
         """One unit (as `read` gives it) committed in a transaction of its own, and counted."""
+        settle: list[Callable[[], None]] = []
         with self._writer, self.store.unit(unit.source, unit.received_at, unit.key) as writer:
-            summary = self._stored(writer, unit)
+            summary = self._stored(writer, unit, settle, self.open_calls)
+        for settled in settle:  # committed: its open calls are held for the next units
+            settled()
         return self._counted(summary)
 
     def units(self, units: Sequence[ReadUnit]) -> list[IngestSummary]:
         """Read units committed in ONE transaction, each as `unit` would (a key already stored,
         even earlier in the same batch, is a duplicate), then counted: all of them are
         committed or none. A StoreRefused from any of them rolls back every one."""
+        settle: list[Callable[[], None]] = []
+        calls = self.open_calls.fork()  # each unit of the batch sees the calls of those before
         with self._writer, self.store.units() as batch:
             summaries: list[IngestSummary] = []
             for unit in units:
                 writer = batch.unit(unit.source, unit.received_at, unit.key)
-                summaries.append(self._stored(writer, unit))
+                summaries.append(self._stored(writer, unit, settle, calls))
+        for settled in settle:
+            settled()
         return [self._counted(s) for s in summaries]
 
     def file(self, path: str, received_at: int, progress: Progress | None = None) -> IngestSummary:
@@ -247,28 +257,56 @@ class Ingest:
         with stream:
             while cuts.more():
                 offset = cuts.line
+                settle: list[Callable[[], None]] = []
                 with self._writer, self.store.unit(path, received_at, None) as writer:
                     assert writer is not None  # a unit without a key is never a duplicate
-                    interpreter = self._interpreter(writer, received_at, None)
+                    interpreter = self._interpreter(writer, received_at, None, self.open_calls)
                     res = interpreter.read_chunks(cuts.unit(interpreter.calls))
+                    self._held(interpreter, self.open_calls, settle)
                     summary = self._written(writer, path, res, offset)
+                for settled in settle:
+                    settled()
                 parts.append(self._counted(summary))
                 if progress is not None:
                     progress(cuts.line, stream.position)
         return _together(path, parts)
 
-    def _stored(self, writer: UnitWriter | None, unit: ReadUnit) -> IngestSummary:
-        """A read unit into its writer (None: its key is stored already, a duplicate)."""
+    def _stored(
+        self,
+        writer: UnitWriter | None,
+        unit: ReadUnit,
+        settle: list[Callable[[], None]],
+        calls: OpenCalls,
+    ) -> IngestSummary:
+        """A read unit into its writer (None: its key is stored already, a duplicate), reading
+        the open `calls`; see `_held` for `settle`."""
         if writer is None:
             return _duplicate(unit.source)
-        interpreter = self._interpreter(writer, unit.received_at, unit.allowed)
-        return self._written(writer, unit.source, interpreter.read(unit.framed))
+        interpreter = self._interpreter(writer, unit.received_at, unit.allowed, calls)
+        res = interpreter.read(unit.framed)
+        self._held(interpreter, calls, settle)
+        return self._written(writer, unit.source, res)
+
+    def _held(
+        self, interpreter: Interpreter, calls: OpenCalls, settle: list[Callable[[], None]]
+    ) -> None:
+        """What a unit did to the open tool calls (took some, left some open): done at once to
+        `calls` when it is a batch's fork, and put in `settle` for the daemon's own, to be done
+        once the unit is committed (a unit rolled back leaves them as they were)."""
+        took, left = interpreter.took, interpreter.left
+        if calls is not self.open_calls:
+            calls.settle(took, left)
+        settle.append(lambda: self.open_calls.settle(took, left))
 
     def _interpreter(
-        self, writer: UnitWriter, received_at: int, allowed: frozenset[str] | None
+        self,
+        writer: UnitWriter,
+        received_at: int,
+        allowed: frozenset[str] | None,
+        calls: OpenCalls,
     ) -> Interpreter:
         """The interpreter of a unit for its open writer, refusing lines of a kind not in
-        `allowed` (None: every kind allowed)."""
+        `allowed` (None: every kind allowed), reading the tool calls earlier units left open."""
         from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
         cfg = self.config
@@ -280,6 +318,7 @@ class Ingest:
             cfg.decision_labels,
             cfg.frontend_tools,
             allowed,
+            calls,
         )
 
     def _written(

@@ -59,6 +59,7 @@ class FindingRule(StrEnum):
     INTERRUPT_REPORTED_AS_SUCCESS = "interrupt_reported_as_success"
     LEGACY_INTERRUPT_WITHOUT_ID = "legacy_interrupt_without_id"
     LEGACY_RESUME_AMBIGUOUS = "legacy_resume_ambiguous"
+    ORPHAN_TOOL_CALL_PART = "orphan_tool_call_part"
     REPEATED_ANSWER_REJECTED = "repeated_answer_rejected"
     RESUME_REJECTED = "resume_rejected"
     ROUTE_CHANNEL_INVALID = "route_channel_invalid"

@@ -20,6 +20,7 @@ from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_evidence, route_channel
 from sidewatch.ingest.fields import LineError, need, run_agent_input
 from sidewatch.ingest.grammar import AguiGrammar
+from sidewatch.ingest.opencalls import OpenCalls
 from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.ingest.producers import dialects
 from sidewatch.ingest.producers.base import Handler
@@ -127,8 +128,11 @@ class Interpreter(AguiGrammar):
         labels: Labels = NO_LABELS,
         frontend_tools: Sequence[str] = (),
         allowed: frozenset[str] | None = None,
+        open_calls: OpenCalls | None = None,
     ) -> None:
-        super().__init__(received_at, seq_base, labels, dialects(labels, frontend_tools))
+        super().__init__(
+            received_at, seq_base, labels, dialects(labels, frontend_tools), open_calls
+        )
         # The kinds of line its sender may send (a token's `kinds`; None: all): any other is
         # a `kind_not_allowed` reject. Without `agui`, every AG-UI line takes the tables that
         # refuse it, so the hot path of the unrestricted reading stays as it is.
@@ -194,19 +198,20 @@ class Interpreter(AguiGrammar):
             if len(kept) != len(lines):
                 res.kinds[LineKind.CONTENT] += len(lines) - len(kept)
                 res.skipped += len(lines) - len(kept)
-            feed, args, loads, calls = self.feed, 0, orjson.loads, self.calls
+            feed, args, loads, here = self.feed, 0, orjson.loads, self.here
             steps = states = 0
             for i in kept:
                 line = lines[i]
                 if line.startswith(_ARGS) and (not limit or len(line) <= limit):
                     # Argument chunks stream one per token: the next-hottest line, so the
-                    # checks of `_tool_args` are inlined here and the lines counted at once.
+                    # checks of `_tool_args` are inlined here and the lines counted at once; a
+                    # part of a call not open in this unit takes `feed`.
                     try:
                         obj = loads(line)
-                        delta, call = obj["delta"], calls.get(obj["toolCallId"])
-                        if isinstance(delta, str) and isinstance(obj["toolCallId"], str):
-                            if call is not None:
-                                call.args.append(delta)
+                        delta, call_id = obj["delta"], obj["toolCallId"]
+                        call = here(call_id, obj) if isinstance(call_id, str) else None
+                        if isinstance(delta, str) and call is not None:
+                            call.args.append(delta)
                             args += 1
                             continue
                     except (orjson.JSONDecodeError, KeyError, TypeError):

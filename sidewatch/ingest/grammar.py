@@ -33,6 +33,7 @@ from sidewatch.ingest.fields import (
     stored_id,
     str_or_none,
 )
+from sidewatch.ingest.opencalls import Key, OpenCalls
 from sidewatch.ingest.outcome import Interrupt, check_interrupt, interrupts, meta_digest
 from sidewatch.ingest.payload import Decision, decision_of
 from sidewatch.ingest.producers.base import (
@@ -55,7 +56,12 @@ class AguiGrammar:
     stands in for missing timestamps; facts get `seq = seq_base + line`."""
 
     def __init__(
-        self, received_at: int, seq_base: int, labels: Labels, dialects: Sequence[Dialect]
+        self,
+        received_at: int,
+        seq_base: int,
+        labels: Labels,
+        dialects: Sequence[Dialect],
+        open_calls: OpenCalls | None = None,
     ) -> None:
         self.received_at = received_at
         self.seq_base = seq_base
@@ -81,8 +87,14 @@ class AguiGrammar:
         self._ctx: tuple[str, str] | None = None  # (thread, run) of the latest start or input
         self._threads: dict[str, set[str]] = {}  # run -> the threads using it in this unit
         self.calls: dict[str, Call] = {}  # open tool calls: arguments held in memory only
-        # ended calls by (thread, run, call id): name and digest
+        # The calls earlier units left open (none: this unit's only), those this unit took
+        # from them, and those it leaves open for the next: `OpenCalls.settle`, once committed.
+        self.open_calls = OpenCalls() if open_calls is None else open_calls
+        self.took: set[Key] = set()
+        self.left: list[tuple[str, Call]] = []
+        # ended calls by (thread, run, call id): name and digest; those an interrupt claimed
         self._ended: dict[tuple[str, str, str], tuple[Call, str]] = {}
+        self._claimed: set[tuple[str, str, str]] = set()
         # (thread, run) -> where the facts of its untimed input start and end in `facts`
         self._untimed_inputs: dict[tuple[str, str], tuple[int, int]] = {}
 
@@ -92,9 +104,13 @@ class AguiGrammar:
         that may arrive in a later unit."""
         for finish in self._on_finish:
             finish(self)
-        for call_id in list(self.calls):
-            self.end_call(call_id)  # a stream cut before TOOL_CALL_END still has an action
+        # A call still open is held for its ARGS and END in a later unit (a call whose run
+        # ended was ended with it: a stream cut before TOOL_CALL_END still has an action).
+        self.left = list(self.calls.items())
+        self.calls.clear()
         for (thread, run, call_id), (call, digest) in self._ended.items():
+            if (thread, run, call_id) in self._claimed:
+                continue
             self.emit(
                 ToolCallFact(
                     thread_id=thread,
@@ -107,6 +123,7 @@ class AguiGrammar:
                 )
             )
         self._ended.clear()
+        self._claimed.clear()
 
     # -- the services of the grammar (to the dialects, too) ----------------------------
 
@@ -263,6 +280,16 @@ class AguiGrammar:
         success = kind is None or kind == "success"
         for ending in self._on_ending:  # before any fact
             ending(thread, run, outcome, success)
+        if not success and kind not in ("cancelled", "interrupt"):
+            raise LineError(
+                RejectReason.INVALID_FIELD,
+                "RUN_FINISHED: outcome.type: must be success, interrupt or cancelled",
+            )
+        empty = kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts")
+        read = interrupts(outcome) if kind == "interrupt" and not empty else []
+        for i, it in enumerate(read):  # all checked before the first fact
+            check_interrupt(it, f"RUN_FINISHED: outcome.interrupts.{i}")
+        self._end_run_calls(thread, run)
         if success:
             announced = self._run_ended(RunEnd(thread, run, at, seq, True, outcome))
             self.emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.FINISHED, at=at, seq=seq))
@@ -271,7 +298,7 @@ class AguiGrammar:
             self._run_ended(RunEnd(thread, run, at, seq, False, outcome))
             self.emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.CANCELLED, at=at, seq=seq))
             return LineKind.RUN
-        if kind == "interrupt" and isinstance(outcome, dict) and not outcome.get("interrupts"):
+        if empty:
             # The protocol requires at least one interrupt; the run still ended.
             self.finding(FindingRule.INTERRUPT_OUTCOME_EMPTY, thread, run, at, seq, None)
             self.emit(
@@ -279,14 +306,6 @@ class AguiGrammar:
             )
             self._run_ended(RunEnd(thread, run, at, seq, False, outcome))
             return LineKind.INTERRUPT
-        if kind != "interrupt":
-            raise LineError(
-                RejectReason.INVALID_FIELD,
-                "RUN_FINISHED: outcome.type: must be success, interrupt or cancelled",
-            )
-        read = interrupts(outcome)
-        for i, it in enumerate(read):  # all checked before the first fact
-            check_interrupt(it, f"RUN_FINISHED: outcome.interrupts.{i}")
         self.emit(RunFact(run_id=run, thread_id=thread, mark=RunMark.INTERRUPTED, at=at, seq=seq))
         seen: set[str] = set()
         for it in read:
@@ -296,6 +315,16 @@ class AguiGrammar:
             self._announce_interrupt(thread, run, at, seq, it)
         self._run_ended(RunEnd(thread, run, at, seq, False, outcome, tuple(read)))
         return LineKind.INTERRUPT
+
+    def _end_run_calls(self, thread: str, run: str) -> None:
+        """A run ended: its calls still open, here or held from an earlier unit, end with it
+        (wherever the stream is cut, the same calls end at the same line)."""
+        for call_id, call in list(self.calls.items()):
+            if (call.thread_id, call.run_id) == (thread, run):
+                self.end_call(call_id)
+        for call_id in self.open_calls.of_run(thread, run):
+            if self._adopt(thread, call_id) is not None:
+                self.end_call(call_id)
 
     def _run_ended(self, end: RunEnd) -> bool:
         """Every dialect's hook (each one runs); whether one announced a wait by the end."""
@@ -336,6 +365,8 @@ class AguiGrammar:
             tool_call_id, action, digest = gate.call.call_id, gate.call.name, gate.call.digest
         elif tool_call_id is not None and action is None:
             open_call = self.calls.get(tool_call_id)
+            if open_call is None or open_call.thread_id != thread:
+                open_call = self._adopt(thread, tool_call_id)
             if open_call is not None and open_call.thread_id == thread:
                 self.end_call(tool_call_id)
             claimed = self._claim(thread, run, tool_call_id)
@@ -374,12 +405,16 @@ class AguiGrammar:
 
     def _claim(self, thread: str, run: str, call_id: str) -> tuple[Call, str] | None:
         """The ended call an interrupt gates: of its own run, else the thread's latest one
-        with that id (never another thread's: producers reuse call ids across threads)."""
-        claimed = self._ended.pop((thread, run, call_id), None)
-        if claimed is None:
-            for key in reversed(self._ended):
-                if key[0] == thread and key[2] == call_id:
-                    return self._ended.pop(key)
+        with that id (never another thread's: producers reuse call ids across threads). A
+        claimed call stays for a later interrupt naming it, as its fact would in the store."""
+        key = (thread, run, call_id)
+        if key not in self._ended:
+            key = next(
+                (k for k in reversed(self._ended) if k[0] == thread and k[2] == call_id), key
+            )
+        claimed = self._ended.get(key)
+        if claimed is not None:
+            self._claimed.add(key)
         return claimed
 
     def ended_call(self, thread: str, run: str, call_id: str) -> tuple[Call, str] | None:
@@ -393,12 +428,14 @@ class AguiGrammar:
     def run_error(self, n: int, obj: dict[str, Any]) -> LineKind:
         need(obj, "message", "RUN_ERROR")  # read for validity only: never kept
         thread, run = self.run(obj, "RUN_ERROR")
+        at = self.at(obj)
+        self._end_run_calls(thread, run)
         self.emit(
             RunFact(
                 run_id=run,
                 thread_id=thread,
                 mark=RunMark.ERROR,
-                at=self.at(obj),
+                at=at,
                 seq=self.seq_base + n,
             )
         )
@@ -411,6 +448,7 @@ class AguiGrammar:
         name = stored_id(obj, "toolCallName", "TOOL_CALL_START")
         thread, run = self.run(obj, "TOOL_CALL_START")
         at = self.at(obj)
+        self._adopt(thread, call_id)  # held from an earlier unit: this start takes its place
         self._end_other_run(call_id, thread, run)
         self._start_call(call_id, Call(name, thread, run, at, self.seq_base + n, []))
         return LineKind.TOOL_CALL
@@ -426,25 +464,72 @@ class AguiGrammar:
             raise LineError(
                 RejectReason.INVALID_FIELD, "TOOL_CALL_ARGS: toolCallId and delta must be strings"
             )
-        call = self.calls.get(call_id)
+        call = self._part(n, obj, call_id, "TOOL_CALL_ARGS")
         if call is not None:
             call.args.append(delta)
         return LineKind.TOOL_CALL
 
     def tool_end(self, n: int, obj: dict[str, Any]) -> LineKind:
-        self.end_call(need(obj, "toolCallId", "TOOL_CALL_END"))
+        call_id = need(obj, "toolCallId", "TOOL_CALL_END")
+        if self._part(n, obj, call_id, "TOOL_CALL_END") is not None:
+            self.end_call(call_id)
         return LineKind.TOOL_CALL
 
     def tool_chunk(self, n: int, obj: dict[str, Any]) -> LineKind:
         call_id, name, delta = obj.get("toolCallId"), obj.get("toolCallName"), obj.get("delta")
-        if isinstance(call_id, str) and isinstance(name, str) and call_id not in self.calls:
+        if not isinstance(call_id, str):
+            return LineKind.TOOL_CALL
+        call = self.here(call_id, obj)
+        if call is None:
             checked(call_id, "TOOL_CALL_CHUNK: toolCallId")
-            checked(name, "TOOL_CALL_CHUNK: toolCallName")
             thread, run = self.run(obj, "TOOL_CALL_CHUNK")
-            self._start_call(call_id, Call(name, thread, run, self.at(obj), self.seq_base + n, []))
-        if isinstance(call_id, str) and isinstance(delta, str) and call_id in self.calls:
-            self.calls[call_id].args.append(delta)
+            call = self._adopt(thread, call_id)
+            if call is None and isinstance(name, str):  # the first chunk of a call
+                checked(name, "TOOL_CALL_CHUNK: toolCallName")
+                call = Call(name, thread, run, self.at(obj), self.seq_base + n, [])
+                self._start_call(call_id, call)
+            elif call is None:
+                rule = FindingRule.ORPHAN_TOOL_CALL_PART
+                self.finding(rule, thread, run, self.at(obj), self.seq_base + n, None)
+        if call is not None and isinstance(delta, str):
+            call.args.append(delta)
         return LineKind.TOOL_CALL
+
+    def here(self, call_id: str, obj: dict[str, Any]) -> Call | None:
+        """The call of this unit a part belongs to: open with its id, of the thread the part
+        names if it names one."""
+        call = self.calls.get(call_id)
+        named = obj.get("threadId")
+        if call is None or (isinstance(named, str) and named != call.thread_id):
+            return None
+        return call
+
+    def _part(self, n: int, obj: dict[str, Any], call_id: str, what: str) -> Call | None:
+        """The open call an ARGS or END line belongs to, by (thread, call id): of this unit,
+        else held from an earlier one; a part of a call never started is a finding."""
+        call = self.here(call_id, obj)
+        if call is not None:
+            return call
+        thread, run = self.run(obj, what)
+        call = self._adopt(thread, call_id)
+        if call is None:
+            rule = FindingRule.ORPHAN_TOOL_CALL_PART
+            self.finding(rule, thread, run, self.at(obj), self.seq_base + n, None)
+        return call
+
+    def _adopt(self, thread: str, call_id: str) -> Call | None:
+        """The call an earlier unit left open, now this unit's (None: none held, or taken
+        already). Another thread's call open here with the id is ended first."""
+        if (thread, call_id) in self.took:
+            return None
+        held = self.open_calls.get(thread, call_id)
+        if held is None:
+            return None
+        if call_id in self.calls:
+            self.end_call(call_id)
+        self.took.add((thread, call_id))
+        self.calls[call_id] = held
+        return held
 
     def tool_result(self, n: int, obj: dict[str, Any]) -> LineKind:
         call_id = stored_id(obj, "toolCallId", "TOOL_CALL_RESULT")

@@ -126,8 +126,7 @@ class Adk(Dialect):
         return False
 
     def finish(self, g: Grammar) -> None:
-        for call_id in [k for k, call in g.calls.items() if call.name == ADK_CONFIRMATION]:
-            g.end_call(call_id)
+        # A confirmation call still open is held for its END in a later unit (the grammar's).
         for thread, run in list(self._pending):
             self._flush(g, thread, run, [])
 
