@@ -5,7 +5,6 @@ capture, its thread renamed, is posted whole beside it and read back from the sa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -37,23 +36,30 @@ Verdict = tuple[str, str | None, str | None, bool, str | None]
 
 def verdicts(server: Server, count: int) -> dict[str, dict[str, Verdict]]:
     """(state, action, its digest, uncertain, decision) of every wait by requestId, the whole
-    copy's apart from the cut one's, once `count` waits are audited."""
+    copy's apart from the cut one's, once `count` waits are audited and both copies agree, or
+    as they stand after 30 s. A cut copy is consumed a message at a time: its wait may show
+    before its last event is read, so the first read of `count` waits is not the answer."""
 
-    def read() -> list[dict[str, Any]] | None:
-        waits: list[dict[str, Any]] = httpx.get(f"{server.url}/v1/waits").json()["waits"]
-        return waits if len(waits) >= count else None
+    def split() -> dict[str, dict[str, Verdict]]:
+        out: dict[str, dict[str, Verdict]] = {"whole": {}, "cut": {}}
+        for w in httpx.get(f"{server.url}/v1/waits").json()["waits"]:
+            rid, ev = w["requestId"], w["evidence"]
+            out["whole" if rid.startswith("whole-") else "cut"][rid.replace("whole-", "")] = (
+                w["state"],
+                w["action"],
+                ev["actionDigest"],
+                w["uncertain"],
+                ev["decision"],
+            )
+        return out
 
-    out: dict[str, dict[str, Verdict]] = {"whole": {}, "cut": {}}
-    for w in _wait_for(read, 30) or []:
-        rid, ev = w["requestId"], w["evidence"]
-        out["whole" if rid.startswith("whole-") else "cut"][rid.replace("whole-", "")] = (
-            w["state"],
-            w["action"],
-            ev["actionDigest"],
-            w["uncertain"],
-            ev["decision"],
-        )
-    return out
+    def agreed() -> dict[str, dict[str, Verdict]] | None:
+        out = split()
+        counted = sum(map(len, out.values())) >= count
+        return out if counted and out["whole"] == out["cut"] else None
+
+    found: dict[str, dict[str, Verdict]] | None = _wait_for(agreed, 30)
+    return split() if found is None else found
 
 
 @pytest.mark.parametrize("name", WAITS)
