@@ -10,6 +10,7 @@ from pathlib import Path
 from sidewatch.app.audit import Audited, audit
 from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
+from sidewatch.core.assemble import assemble
 from sidewatch.core.policy import DEFAULT_POLICY, Need
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
@@ -64,6 +65,17 @@ def audited(db_url: str, name: str) -> list[Audited]:
     found = audit(store, (QUIET,), NOW)
     engine.dispose()
     return found
+
+
+def thread_findings(db_url: str, name: str) -> list[str]:
+    """The rules of the findings of the capture `name`'s one thread, read from the store."""
+    engine = open_store(db_url)
+    store = Store(engine)
+    Ingest(store, ref_protector(engine, Config()), Config()).body(name, capture(name), NOW - 60_000)
+    (thread,) = store.threads()
+    found = assemble(thread, lambda action, reason: QUIET).findings
+    engine.dispose()
+    return [f.rule for f in found]
 
 
 def ingested_as_captured(db_url: str, body: bytes) -> list[tuple[str, str | None, bool]]:

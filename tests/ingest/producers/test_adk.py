@@ -9,10 +9,9 @@ import pytest
 from sidewatch.app.audit import audit
 from sidewatch.app.ingest import Ingest, ref_protector
 from sidewatch.config import Config
-from sidewatch.core.assemble import assemble
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from tests.ingest.producers.captures import NOW, QUIET, capture, verdicts
+from tests.ingest.producers.captures import NOW, QUIET, capture, thread_findings, verdicts
 
 # file -> [(state, decision, uncertain)] of its waits, in the order they were requested
 ADK = {
@@ -94,13 +93,4 @@ def test_protocol_findings_are_listed_per_wait(
 
 
 def test_a_resume_naming_no_interrupt_is_a_thread_finding(db_url: str) -> None:
-    engine = open_store(db_url)
-    store = Store(engine)
-    body = capture("adk-outcome-resume10-wrong-id")
-    Ingest(store, ref_protector(engine, Config()), Config()).body("adk", body, NOW - 60_000)
-
-    (thread,) = store.threads()
-    found = assemble(thread, lambda action, reason: QUIET).findings
-    engine.dispose()
-
-    assert ["answer_unknown_interrupt"] == [f.rule for f in found]
+    assert ["answer_unknown_interrupt"] == thread_findings(db_url, "adk-outcome-resume10-wrong-id")

@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidewatch.app.ingest import Ingest, ref_protector
-from sidewatch.config import Config
-from sidewatch.core.assemble import assemble
-from sidewatch.store.db import open_store
-from sidewatch.store.repo import Store
-from tests.ingest.producers.captures import NOW, QUIET, audited, capture, verdicts
+from tests.ingest.producers.captures import audited, thread_findings, verdicts
 
 # file -> [(state, decision, uncertain)] of its waits, in the order they were requested
 CREWAI = {
@@ -73,13 +68,4 @@ def test_where_a_producer_breaks_ag_ui_1_0_the_wait_says_which_rule(
 
 
 def test_a_second_crewai_resume_entry_is_a_thread_finding(db_url: str) -> None:
-    engine = open_store(db_url)
-    store = Store(engine)
-    body = capture("crewai-two-entries")
-    Ingest(store, ref_protector(engine, Config()), Config()).body("crewai", body, NOW - 60_000)
-
-    (thread,) = store.threads()
-    found = assemble(thread, lambda action, reason: QUIET).findings
-    engine.dispose()
-
-    assert ["answer_unknown_interrupt"] == [f.rule for f in found]
+    assert ["answer_unknown_interrupt"] == thread_findings(db_url, "crewai-two-entries")
