@@ -136,6 +136,18 @@ def cli_page() -> str:
 # -- HTTP API -------------------------------------------------------------------------------
 
 
+def _fields(answer: Mapping[str, Any]) -> list[str]:
+    """The fields of a JSON answer's object, one level deep."""
+    schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+    properties = schema.get("properties", {})
+    if not properties:
+        return []
+    out = ["| field of the `200` answer | type | what it is |", "|---|---|---|"]
+    for name, prop in properties.items():
+        out.append(f"| `{name}` | {_cell(_type(prop))} | {_cell(prop.get('description', ''))} |")
+    return [*out, ""]
+
+
 def http_api() -> str:
     body: list[str] = []
     for path, methods in OPENAPI["paths"].items():
@@ -161,7 +173,7 @@ def http_api() -> str:
             body += ["| answer | what it means |", "|---|---|"]
             for code, answer in op.get("responses", {}).items():
                 body.append(f"| `{code}` | {_cell(answer.get('description', ''))} |")
-            body.append("")
+            body += ["", *_fields(op.get("responses", {}).get("200", {}))]
     return _page(
         "HTTP API",
         "Every route of the daemon's API, from the OpenAPI document it serves at "
