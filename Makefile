@@ -22,7 +22,7 @@ EXAMPLE := reports/sidewatch-report-example
 PRODUCER_REQS  := $(wildcard tests/producers/requirements-*.txt)
 PRODUCER_VENVS := $(patsubst tests/producers/requirements-%.txt,$(TOOLS)/venv-%/.installed,$(PRODUCER_REQS))
 
-.PHONY: run demo test lint typecheck unit bench soak clean producer-venvs
+.PHONY: run demo test lint typecheck unit docs reference bench soak clean producer-venvs
 
 CONFIG ?=
 # SIGTERM or Ctrl-C reach the daemon through the trap; it drains and stops, and a stop by
@@ -38,7 +38,7 @@ demo: $(VENV)/.installed ## print the reference six-request audit
 
 test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(PGBOUNCER) $(CHROMIUM) producer-venvs \
 	$(TOOLS)/node-mastra/.installed \
-	lint typecheck unit ## everything CI runs
+	lint typecheck docs unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check sidewatch tests bench
@@ -49,6 +49,14 @@ typecheck: $(VENV)/.installed-test
 
 unit: $(VENV)/.installed-test
 	$(BIN)/pytest
+
+# The docs site (mkdocs.yml, docs/): any warning (a broken link, a page left out of the nav)
+# fails the build. tests/test_docs.py fails when a generated reference page is stale.
+docs: $(VENV)/.installed-test ## build the docs site into site/ (mkdocs --strict)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+reference: $(VENV)/.installed-test ## write docs/reference/*.md again from the code
+	$(PY) -m sidewatch.cli.docsgen docs/reference
 
 bench: $(VENV)/.installed-test ## speed figures, each beside its floor measured in the same run
 	$(PY) bench/ingest.py
@@ -76,6 +84,13 @@ report-screenshot: $(VENV)/.installed $(CHROMIUM) ## the reference report as HTM
 	$(CHROMIUM) $(CHROMIUM_FLAGS) --user-data-dir="$$tmp/profile" --window-size=1280,2000 \
 		--screenshot=$(abspath $(EXAMPLE).png) file://$(abspath $(EXAMPLE).html)
 	test -s $(EXAMPLE).png
+
+# The wait list, a wait's page and the HTML report of the reference audit (shifted to now),
+# served by a real daemon and shot in headless Chromium into docs/images (README and docs).
+.PHONY: ui-screenshots
+ui-screenshots: $(VENV)/.installed-test $(CHROMIUM) ## screenshots of the wait pages and the report
+	$(PY) -m tests.daemon.ui_screenshots docs/images
+	test -s docs/images/ui-waits.png && test -s docs/images/ui-wait.png && test -s docs/images/ui-report.png
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -145,4 +160,4 @@ $(PGBOUNCER):
 	LD_LIBRARY_PATH=$(abspath $(TOOLS)/pgbouncer/usr/lib/x86_64-linux-gnu) $(PGBOUNCER) --version | head -1
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .mypy_cache .pytest_cache .ruff_cache sidewatch.egg-info
+	rm -rf $(VENV) $(TOOLS) site .mypy_cache .pytest_cache .ruff_cache sidewatch.egg-info

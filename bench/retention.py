@@ -30,9 +30,10 @@ ingested and audited (a backfill: pruned by the pass, found by their recording),
 closed a week ago come due (found by their closing time). The pass should cost what it
 prunes, not the closed waits the store keeps (`--pg`: on PostgreSQL).
 
-The README's figures are of `--threads 1000 --beats-per-day 48 --waits 1000 --long 100`
-(scaled down from the issue's 10,000 threads beating every 30 s and 5,000 waits a day, so
-that 30 days fit the time of a run on a shared 2-core machine; the output says so).
+The figures of docs/internals/performance.md are of `--threads 1000 --beats-per-day 48
+--waits 1000 --long 100` (scaled down from the issue's 10,000 threads beating every 30 s
+and 5,000 waits a day, so that 30 days fit the time of a run on a shared 2-core machine;
+the output says so).
 """
 
 from __future__ import annotations

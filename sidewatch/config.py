@@ -72,7 +72,7 @@ class Config:
     store_heartbeat_compaction_ms: int = 60_000
     policies: tuple[Policy, ...] = (DEFAULT_POLICY,)
     approver_ref_key: str | None = None  # None: the key in `hash_key_file` (generated)
-    hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see README)
+    hash_key_file: str | None = None  # None: `<file>.key` beside an SQLite store (see privacy)
     keyed_digests: bool = False  # privacy.actionDigest: keyed (HMAC with the hash key)
     role_prefixes: tuple[str, ...] = DEFAULT_ROLE_PREFIXES
     listen: str = DEFAULT_LISTEN

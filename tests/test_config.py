@@ -296,8 +296,8 @@ def test_the_example_tokens_uncommented_narrow_each_sender_to_its_kinds() -> Non
     ] == [(t.name, t.kinds) for t in cfg.tokens]
 
 
-def test_the_readme_s_tokens_snippet_loads_with_the_kinds_it_gives_each_sender() -> None:
-    readme = (EXAMPLE.parent / "README.md").read_text()
+def test_the_docs_tokens_snippet_loads_with_the_kinds_it_gives_each_sender() -> None:
+    readme = (EXAMPLE.parent / "docs" / "operating" / "security.md").read_text()
     start = readme.index("Which token each sender gets")
     block = readme[readme.index("```yaml\n", start) + 8 : readme.index("```\n", start + 1)]
     env = {
@@ -306,7 +306,7 @@ def test_the_readme_s_tokens_snippet_loads_with_the_kinds_it_gives_each_sender()
     }
     files = {"/run/secrets/sidewatch-read-token": "read-secret-0123456789"}
 
-    cfg = load_config(yaml.safe_load(block), env, "README.md", files)
+    cfg = load_config(yaml.safe_load(block), env, "security.md", files)
 
     assert {
         "agents": frozenset({"agui", "route", "heartbeat"}),

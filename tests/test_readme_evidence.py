@@ -1,5 +1,6 @@
-"""README, "Verdicts you can trust": every `curl` line there is a complete evidence event
-that `POST /v1/events` accepts, and together they leave a wait with nothing missing."""
+"""The docs' evidence page, "Verdicts you can trust": every `curl` line there is a complete
+evidence event that `POST /v1/events` accepts, and together they leave a wait with nothing
+missing."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
 from tests.daemon.test_http import NDJSON, ndjson, requested
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "evidence.md"
 
 
 def section(title: str) -> str:

@@ -15,7 +15,7 @@ from sidewatch.store.transitions import StoredTransition
 
 # A verdict evaluated more than this after a tick's time was evaluated by a clock that has
 # gone back since (jumped ahead, then set right): its thread is evaluated again, and what it
-# records says it was a correction (docs/interpretations.md, "Clock jumps").
+# records says it was a correction (docs/internals/interpretations/clock-jumps.md).
 CLOCK_MARGIN_MS = 60_000
 
 
@@ -59,7 +59,8 @@ def transitions(
     shown = evidence_json(v)
     if old is not None and old.evaluated_at > now + CLOCK_MARGIN_MS:
         # The state it replaces was evaluated by a clock that has gone back since: not a
-        # change by the evidence, and the record says so (docs/interpretations.md).
+        # change by the evidence, and the record says so
+        # (docs/internals/interpretations/clock-jumps.md).
         shown["correction"] = {
             "reason": "clock_went_back",
             "state": old.state,

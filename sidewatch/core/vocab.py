@@ -1,6 +1,6 @@
 """The bounded vocabularies sidewatch counts under: the kinds of ingested lines, the reasons a
 line is rejected, the protocol findings. Each member is a metric label value as it is; the
-exporters list every member at 0, and the README documents every one (a test holds both)."""
+exporters list every member at 0, and docs/reference/ documents every one (tests hold both)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ class RejectReason(StrEnum):
 class FindingRule(StrEnum):
     """A protocol finding (`sidewatch_protocol_findings_total{rule}`, a wait's `findings`):
     something a producer did that the protocol does not allow or that left a doubt. A finding
-    never changes a state by itself; docs/interpretations.md says when each is noticed."""
+    never changes a state by itself; docs/internals/interpretations/protocol-findings.md says when
+    each is noticed."""
 
     ANSWER_MATCHED_BY_LONE_WAIT = "answer_matched_by_lone_wait"
     ANSWER_UNKNOWN_INTERRUPT = "answer_unknown_interrupt"

@@ -100,16 +100,19 @@ OPENAPI: dict[str, Any] = {
                     {
                         "name": "state",
                         "in": "query",
+                        "description": "only the waits in this state",
                         "schema": {"type": "string", "enum": [s.value for s in State]},
                     },
                     {
                         "name": "open",
                         "in": "query",
+                        "description": "only the open waits (true) or the closed ones (false)",
                         "schema": {"type": "string", "enum": ["true", "false"]},
                     },
                     {
                         "name": "limit",
                         "in": "query",
+                        "description": "how many waits a page holds (default 100)",
                         "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
                     },
                     {
@@ -153,6 +156,7 @@ OPENAPI: dict[str, Any] = {
                         "name": "requestId",
                         "in": "path",
                         "required": True,
+                        "description": "the wait's requestId, as a verdict gives it",
                         "schema": {"type": "string"},
                     }
                 ],

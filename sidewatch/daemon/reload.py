@@ -23,7 +23,7 @@ RELOADABLE = frozenset(
         "report_formats",
         "report_retention_ms",
         # read by ingest, unit by unit: units ingested afterwards read the new patterns (what
-        # was ingested before is not read again; docs/interpretations.md)
+        # was ingested before is not read again; docs/internals/interpretations/)
         "frontend_tools",
     }
 )

@@ -178,7 +178,8 @@ def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
         cur = dbapi_conn.cursor()
         # Before the first table: a new store gives the pages pruning frees back to the file
         # system (store.retention). A no-op on a store created without it, whose free pages
-        # are reused by new rows instead (one offline VACUUM switches it: see README).
+        # are reused by new rows instead (one offline VACUUM switches it:
+        # docs/operating/retention.md).
         cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
         cur.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before ingest answers, even across a power cut.

@@ -40,7 +40,7 @@ def hash_key(engine: Engine, configured_file: str | None) -> bytes:
         row = conn.execute(select(meta.c.value).where(meta.c.key == LEGACY_KEY)).scalar()
     legacy = bytes.fromhex(str(row)) if row is not None else None
     if path is None:
-        if legacy is None:  # a PostgreSQL store: see docs/interpretations.md, "Hash key"
+        if legacy is None:  # a PostgreSQL store: docs/internals/interpretations/ingest.md
             legacy = secrets.token_bytes(KEY_BYTES)
             try:
                 with engine.begin() as conn:

@@ -123,7 +123,8 @@ def merge(spans: list[Span], beat: HeartbeatFact, gap_ms: int) -> bool:
 def _split(spans: list[Span], beat: HeartbeatFact) -> None:
     """A late beat of one handle inside a span of the other (of any run) that is already
     compacted: the span is cut at it, its handle back at once after it. The beats between are
-    gone, so when within the gap the handle came back is not known (docs/interpretations.md)."""
+    gone, so when within the gap the handle came back is not known (docs/internals/
+    interpretations/heartbeat-compaction.md)."""
     for s in [s for s in spans if not s.gone and s.handle is not None]:
         if s.handle != beat.handle and s.at < beat.at < s.last_at:
             before = max(1, s.beats * (beat.at - s.at) // (s.last_at - s.at))

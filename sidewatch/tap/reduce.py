@@ -1,4 +1,4 @@
-"""What the tap sends: only the fields sidewatch reads (docs/interpretations.md, "The tap").
+"""What the tap sends: only the fields sidewatch reads (docs/internals/interpretations/tap.md).
 
 An event type sidewatch does not interpret (`RAW`, `MESSAGES_SNAPSHOT`, `STATE_*`,
 `ACTIVITY_*`, text, reasoning, steps, any `CUSTOM` but `on_interrupt` and `sidewatch.*`) is not

@@ -203,9 +203,8 @@ def test_every_package_of_sidewatch_is_a_layer_with_its_allowlists() -> None:
     assert packages == set(ALLOWED) == set(LIBRARIES)
 
 
-def test_the_readme_draws_every_layer_in_five_lines_in_the_order_allowed() -> None:
-    readme = (PACKAGE.parent / "README.md").read_text()
-    development = readme[readme.index("## Development") :]
+def test_the_docs_draw_every_layer_in_five_lines_in_the_order_allowed() -> None:
+    development = (PACKAGE.parent / "docs" / "internals" / "development.md").read_text()
     block = development[development.index("```text\n") + 8 :]
     drawing = block[: block.index("```")].splitlines()
     named = [re.findall(r"\b[a-z_]+\b", line.strip().split("  ")[0]) for line in drawing[:4]]

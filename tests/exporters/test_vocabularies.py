@@ -1,5 +1,6 @@
 """The vocabularies of core are the one list: every member is exported at 0 before anything
-happened, and the README's metrics table and verdict fields document exactly the members."""
+happened, and the docs' metrics reference (generated, checked in) and verdict fields document
+exactly the members."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters, Snapshot
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-# family (as the README's table names it) -> its label -> the vocabulary of that label
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+METRICS = DOCS / "reference" / "metrics.md"
+STATES = DOCS / "concepts" / "states.md"
+# family (as the metrics table names it) -> its label -> the vocabulary of that label
 FAMILIES: list[tuple[str, str, type[StrEnum]]] = [
     ("sidewatch_ingested_lines_total", "kind", LineKind),
     ("sidewatch_rejected_lines_total", "reason", RejectReason),
@@ -42,9 +45,10 @@ def labelled(text: str, name: str, label: str) -> dict[str, float]:
 
 
 def readme_values(readme: str, family: str, label: str) -> set[str]:
-    """The backticked values the README's metrics table lists for `label` of `family`."""
+    """The backticked values the metrics table lists for `label` of `family` (its third
+    column, the labels)."""
     row = next(line for line in readme.splitlines() if line.startswith(f"| `{family}` |"))
-    cell = row.split(" | ")[-1]
+    cell = row.split(" | ")[2]
     assert cell.startswith(f"`{label}`: "), row
     return set(re.findall(r"`([^`]+)`", cell[len(label) + 2 :]))
 
@@ -62,20 +66,20 @@ def test_every_member_is_exported_at_zero_before_anything_happened(
 def test_the_readme_metrics_table_lists_exactly_the_members(
     family: str, label: str, vocabulary: type[StrEnum]
 ) -> None:
-    documented = readme_values(README.read_text(), family, label)
+    documented = readme_values(METRICS.read_text(), family, label)
 
     assert {m.value for m in vocabulary} == documented
 
 
 def test_the_readme_names_every_route_status_of_a_verdict() -> None:
-    found = re.search(r"its `route`: (.*?)\)", README.read_text(), re.DOTALL)
+    found = re.search(r"its `route`: (.*?)\)", STATES.read_text(), re.DOTALL)
 
     assert found is not None
     assert {m.value for m in RouteStatus} == set(re.findall(r"`([^`]+)`", found.group(1)))
 
 
 def test_a_member_missing_from_the_readme_is_caught() -> None:
-    readme = README.read_text().replace("`resume_rejected`, ", "", 1)
+    readme = METRICS.read_text().replace("`resume_rejected`, ", "", 1)
 
     documented = readme_values(readme, "sidewatch_protocol_findings_total", "rule")
 
@@ -83,9 +87,8 @@ def test_a_member_missing_from_the_readme_is_caught() -> None:
 
 
 def readme_families(readme: str) -> set[str]:
-    """The `sidewatch_*` names in the first column of the README's metrics table."""
-    section = readme.split("### Metrics", 1)[1].split("\n#", 1)[0]
-    rows = (line.strip("|").split("|")[0] for line in section.splitlines() if line.startswith("|"))
+    """The `sidewatch_*` names in the first column of the metrics table."""
+    rows = (line.strip("|").split("|")[0] for line in readme.splitlines() if line.startswith("|"))
     return {name for cell in rows for name in re.findall(r"`(sidewatch_\w+)`", cell)}
 
 
@@ -96,4 +99,4 @@ def test_the_readme_metrics_table_names_every_family_the_auditor_exports() -> No
         line.split()[2] for line in text.splitlines() if line.startswith("# TYPE sidewatch_")
     }
     assert "sidewatch_audit_backlog_threads" in exported
-    assert set() == exported - readme_families(README.read_text())
+    assert set() == exported - readme_families(METRICS.read_text())

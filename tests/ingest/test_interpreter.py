@@ -1131,7 +1131,7 @@ def test_irrelevant_events_need_no_run_context() -> None:
 
 def test_a_cut_line_of_an_irrelevant_event_is_skipped_unparsed() -> None:
     # Irrelevant events are "skipped without full validation" (issue 2) and are recognised by
-    # the encoder's leading {"type":"..." without parsing (docs/interpretations.md): a cut
+    # the encoder's leading {"type":"..." without parsing (docs/internals/interpretations/): a cut
     # text delta carries nothing about a wait, so it is counted as skipped, not rejected.
     cut = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"hal'
 

@@ -6,7 +6,8 @@ transitions at every `t`, the whole verdict at every `t` no span is in the middl
 
 The arrival orders are the ones sources give: each source's beats in order, sources
 interleaved, any unit delivered again. A beat of one handle arriving after the other handle's
-beats around it were compacted is the one reading that cannot be exact (docs/interpretations.md).
+beats around it were compacted is the one reading that cannot be exact
+(docs/internals/interpretations/heartbeat-compaction.md).
 """
 
 from __future__ import annotations

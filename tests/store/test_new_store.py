@@ -1,6 +1,6 @@
 """A new SQLite store is made at once from store/sqlite-schema.sql (store.sqlite_schema): it
 must be the store every migration makes, object for object, so that later migrations apply to
-it as to any other. PostgreSQL stores are always migrated (see the README's store section)."""
+it as to any other. PostgreSQL stores are always migrated (see docs/internals/store.md)."""
 
 from __future__ import annotations
 

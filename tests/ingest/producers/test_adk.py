@@ -39,7 +39,7 @@ ADK = {
     # a resume naming an unknown id is refused: the wait is still waiting for its answer
     "adk-outcome-resume10-wrong-id": [("WAITING", None, False)],
     # the first later run finishes without the pending second confirmation: by AG-UI's rule
-    # the producer moved past it (docs/interpretations.md), but run 3 declines it: a late
+    # the producer moved past it (docs/internals/interpretations/), but run 3 declines it: a late
     # answer reopens it (issue 31), and the decline closes it; the first approval never ran
     "adk-two-confirmations-default-separate-runs": [
         ("STUCK_AFTER_DECISION", "accept", False),

@@ -2,7 +2,7 @@
 fixtures/README.md), ingested as one unit each, and the verdicts it gives. agno's pause is on the
 wire a frontend-tool call left pending, so it is read as one: a deployment names agno's
 confirmation tools in `waits.frontendTools`, and a policy for them takes the call's
-`TOOL_CALL_RESULT` as the receipt (docs/interpretations.md, "agno and Mastra")."""
+`TOOL_CALL_RESULT` as the receipt (docs/internals/interpretations/producers-agno-mastra.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "interpretations.md"
 
 
 def recipe() -> Config:
-    """The config docs/interpretations.md gives for agno: `waits.frontendTools` naming its
+    """The config the interpretations give for agno: `waits.frontendTools` naming its
     confirmation tools, and a policy for them whose receipt is the call's result; every policy
     with the evidence these captures lack ignored (as `QUIET`)."""
     text = DOCS.read_text()

@@ -47,7 +47,7 @@ MASTRA = {
     # late answer (`answered_after_moved_past`, tests/app/test_late_answers.py)
     "mastra-late-answer-after-later-run": [("RESUMED", "accept", False)],
     # Mastra's adapter answered the cancel itself and kept the suspension: the later accept
-    # ran the refund, but a certain CANCELLED never reopens (the spec; docs/interpretations.md)
+    # ran the refund, but a certain CANCELLED never reopens (the spec; docs/internals/)
     "mastra-cancel-then-answer": [("CANCELLED", "cancel", False)],
 }
 
