@@ -29,16 +29,26 @@ def prometheus_binary() -> Path:
 
 
 class RealPrometheus:
-    """One Prometheus process scraping `target` (host:port) every second, storing in `workdir`."""
+    """One Prometheus process scraping `target` (host:port) every second as the job
+    `sidewatch` (with the target `labels` given), storing in `workdir`."""
 
-    def __init__(self, workdir: Path, target: str, rule_files: list[Path] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        target: str,
+        rule_files: list[Path] | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.log = workdir / "prometheus.log"
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(p.resolve()) for p in rule_files or []],
             "scrape_configs": [
-                {"job_name": "sidewatch", "static_configs": [{"targets": [target]}]}
+                {
+                    "job_name": "sidewatch",
+                    "static_configs": [{"targets": [target], "labels": labels or {}}],
+                }
             ],
         }
         self.config = workdir / "prometheus.yml"
