@@ -56,6 +56,14 @@ class RealPrometheus:
         self.url = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
+    @classmethod
+    def from_file(cls, workdir: Path, config: Path) -> RealPrometheus:
+        """One Prometheus process run from `config` as it is (its rule files relative to it)."""
+        prometheus = cls.__new__(cls)
+        prometheus.workdir, prometheus.log = workdir, workdir / "prometheus.log"
+        prometheus.config, prometheus.url, prometheus._proc = config, "", None
+        return prometheus
+
     def start(self, seconds: float = 20.0) -> RealPrometheus:
         """Start the process and return once `/-/ready` answers 200."""
         with socket.socket() as s:
