@@ -240,3 +240,46 @@ def test_the_example_alertmanager_carries_the_documented_inhibition_and_routes()
     assert recipe["inhibit_rules"] == example["inhibit_rules"]
     assert all(any(m.startswith("severity=") for m in r) for r in routes)
     assert all(any(m.startswith("owner=") for m in r) for r in routes)
+
+
+def amtool() -> str:
+    """amtool beside the Alertmanager `make test` unpacks (or SIDEWATCH_ALERTMANAGER's)."""
+    alertmanager = Path(os.environ.get("SIDEWATCH_ALERTMANAGER") or str(UNPACKED))
+    path = alertmanager.with_name("amtool")
+    if not path.is_file():
+        pytest.fail(f"amtool not found at {path}: `make test` unpacks it beside Alertmanager")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("labels", "receiver"),
+    [
+        ({"severity": "critical", "owner": "runtime_owner"}, "runtime-oncall"),
+        ({"severity": "critical", "owner": "policy_owner"}, "policy-oncall"),
+        ({"severity": "critical", "owner": "platform"}, "platform-oncall"),
+        ({"severity": "warning", "owner": "requester"}, "owner-tickets"),
+        ({"severity": "warning", "owner": "runtime_owner"}, "owner-tickets"),
+        ({"severity": "warning", "owner": "sidewatch_operator"}, "sidewatch-operator"),
+        ({"severity": "warning", "owner": "platform"}, "sidewatch-operator"),
+        ({"severity": "info", "owner": "approver"}, "approvers"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "/".join(v.values()),
+)
+def test_the_example_routes_each_severity_and_owner_to_its_receiver(
+    labels: dict[str, str], receiver: str
+) -> None:
+    done = subprocess.run(
+        [
+            amtool(),
+            "config",
+            "routes",
+            "test",
+            f"--config.file={EXAMPLES / 'alertmanager.yml'}",
+            *(f"{k}={v}" for k, v in labels.items()),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert (0, receiver) == (done.returncode, done.stdout.strip()), done.stderr
