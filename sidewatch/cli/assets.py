@@ -24,15 +24,15 @@ def _url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str
 
 
 _SELECTOR_HELP = (
-    "The label matchers of sidewatch's scrape targets, added to every query "
-    f'(default: {DEFAULT_SELECTOR}), e.g. \'job="agents", namespace="ops"\'.'
+    "The label matchers of sidewatch's scrape targets, added to every query, "
+    'e.g. \'job="agents", namespace="ops"\'.'
 )
 
 
 @click.command(name="rules")
 @click.option(
     "--selector", default=DEFAULT_SELECTOR, show_default=True, callback=_selector,
-    help=_SELECTOR_HELP,
+    metavar="SEL", help=_SELECTOR_HELP,
 )  # fmt: skip
 @click.option(
     "--external-url",
@@ -65,7 +65,7 @@ def rules_cmd(selector: str, external_url: str | None, fmt: str) -> None:
 @click.command(name="dashboard")
 @click.option(
     "--selector", default=DEFAULT_SELECTOR, show_default=True, callback=_selector,
-    help=_SELECTOR_HELP,
+    metavar="SEL", help=_SELECTOR_HELP,
 )  # fmt: skip
 def dashboard_cmd(selector: str) -> None:
     """Print the Grafana dashboard (JSON, provisionable from a file) for sidewatch.
