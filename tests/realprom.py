@@ -29,22 +29,40 @@ def prometheus_binary() -> Path:
 
 
 class RealPrometheus:
-    """One Prometheus process scraping `target` (host:port) every second, storing in `workdir`."""
+    """One Prometheus process scraping `target` (host:port) every second as the job
+    `sidewatch` (with the target `labels` given), storing in `workdir`."""
 
-    def __init__(self, workdir: Path, target: str, rule_files: list[Path] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        target: str,
+        rule_files: list[Path] | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.log = workdir / "prometheus.log"
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(p.resolve()) for p in rule_files or []],
             "scrape_configs": [
-                {"job_name": "sidewatch", "static_configs": [{"targets": [target]}]}
+                {
+                    "job_name": "sidewatch",
+                    "static_configs": [{"targets": [target], "labels": labels or {}}],
+                }
             ],
         }
         self.config = workdir / "prometheus.yml"
         self.config.write_text(yaml.safe_dump(config))
         self.url = ""
         self._proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def from_file(cls, workdir: Path, config: Path) -> RealPrometheus:
+        """One Prometheus process run from `config` as it is (its rule files relative to it)."""
+        prometheus = cls.__new__(cls)
+        prometheus.workdir, prometheus.log = workdir, workdir / "prometheus.log"
+        prometheus.config, prometheus.url, prometheus._proc = config, "", None
+        return prometheus
 
     def start(self, seconds: float = 20.0) -> RealPrometheus:
         """Start the process and return once `/-/ready` answers 200."""

@@ -1,29 +1,15 @@
-"""Writes prometheusrule.yaml: rules/sidewatch.rules.yml as a PrometheusRule (Prometheus
-Operator). tests/test_deploy.py keeps the two identical. Run: python deploy/kubernetes/make_rules.py"""
+"""Writes prometheusrule.yaml: `sidewatch rules --format prometheusrule`, the rules of
+rules/sidewatch.rules.yml as a PrometheusRule (prometheus-operator). tests/test_deploy.py keeps
+it generated. Run: python deploy/kubernetes/make_rules.py (or the command itself, with your
+--selector and --external-url, for your cluster)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import yaml
+from sidewatch.exporters.mixin import prometheus_rule
 
-ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "rules" / "sidewatch.rules.yml"
 OUT = Path(__file__).with_name("prometheusrule.yaml")
-
-
-def prometheus_rule() -> str:
-    groups: Any = yaml.safe_load(RULES.read_text())["groups"]
-    doc = {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {"name": "sidewatch", "labels": {"app.kubernetes.io/name": "sidewatch"}},
-        "spec": {"groups": groups},
-    }
-    header = "# Generated from rules/sidewatch.rules.yml by make_rules.py: do not edit.\n"
-    return header + yaml.safe_dump(doc, sort_keys=False, width=100)
-
 
 if __name__ == "__main__":
     OUT.write_text(prometheus_rule())

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import click
 
+from sidewatch.cli.assets import dashboard_cmd, rules_cmd
 from sidewatch.cli.audit import audit_cmd, demo, report_cmd
 from sidewatch.cli.db import db
 from sidewatch.cli.options import config_of, config_option, db_option, one_line_errors, opened_store
@@ -300,7 +301,7 @@ def _safe_url(url: str) -> str:
         return url
 
 
-for command in (audit_cmd, demo, report_cmd, db):
+for command in (audit_cmd, demo, report_cmd, db, rules_cmd, dashboard_cmd):
     cli.add_command(command)
 
 

@@ -91,21 +91,22 @@ class Missing(StrEnum):
 
 class Severity(StrEnum):
     """How loudly a state is raised: the alert label `severity` of the rules and of the
-    Alertmanager push (a page wakes someone, a ticket waits for the working day)."""
+    Alertmanager push, in the monitoring-mixin vocabulary routing trees expect: `critical`
+    pages (wakes someone), `warning` is a ticket (the next working day), `info` a nudge."""
 
-    PAGE = "page"
-    TICKET = "ticket"
+    CRITICAL = "critical"
+    WARNING = "warning"
     INFO = "info"
 
 
 # The severity of each alertable open state. A wait resting on never-reported evidence is a
-# ticket whatever its state (spec: "Missing evidence never pages"); WAITING is info only after
-# a long wait (a rule of rules/), and a closed state never alerts.
+# warning (a ticket) whatever its state (spec: "Missing evidence never pages"); WAITING is
+# info only after a long wait (a rule of rules/), and a closed state never alerts.
 SEVERITY: dict[State, Severity] = {
-    State.STUCK_AFTER_DECISION: Severity.PAGE,
-    State.ORPHANED: Severity.PAGE,
-    State.UNROUTABLE: Severity.PAGE,
-    State.STALE: Severity.TICKET,
+    State.STUCK_AFTER_DECISION: Severity.CRITICAL,
+    State.ORPHANED: Severity.CRITICAL,
+    State.UNROUTABLE: Severity.CRITICAL,
+    State.STALE: Severity.WARNING,
     State.WAITING: Severity.INFO,
 }
 

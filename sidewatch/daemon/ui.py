@@ -23,7 +23,15 @@ from starlette.routing import Route
 
 from sidewatch.app.read import BadCursor, Filters, Read
 from sidewatch.config import Token
-from sidewatch.core.model import CLOSED_STATES, OPEN_STATES, OWNER, SEVERITY, Owner, State
+from sidewatch.core.model import (
+    CLOSED_STATES,
+    OPEN_STATES,
+    OWNER,
+    SEVERITY,
+    Owner,
+    Severity,
+    State,
+)
 from sidewatch.core.text import safe, wait_page_url
 from sidewatch.errors import StoreError, StoreRefused
 from sidewatch.exporters.alertmanager import UNREPORTED_RUNBOOK, runbook_path
@@ -224,7 +232,7 @@ def list_waits(
     page = read.page(chosen, segments, LISTED, now, cursor)
     waits = page.waits
     for w in waits:
-        w["severity"] = "ticket" if w["uncertain"] and w["state"] in SEVERITY else None
+        w["severity"] = Severity.WARNING if w["uncertain"] and w["state"] in SEVERITY else None
         w["severity"] = w["severity"] or SEVERITY.get(w["state"], "closed")
     kept = {k: v for k, v in filters.items() if v}
     policy = filters.get("policy")

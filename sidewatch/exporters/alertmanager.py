@@ -7,12 +7,12 @@ intervals after the last send, should sidewatch stop); an alert is resolved as s
 leaves the state. A decline is an answer and never an alert.
 
 A wait whose state rests on evidence nobody reported (`unreported`, e.g. "route") is not the
-wait owner's problem but the deployment's reporting: its alert is a ticket labelled
+wait owner's problem but the deployment's reporting: its alert is a ticket (`warning`) labelled
 `owner="sidewatch_operator"`, `evidence="unreported"` and `missing`, says "uncertain: never
 reported", and carries the verdict's own next move (spec: "Missing evidence never pages").
 
 A flood of problem waits cannot flood Alertmanager: one push (one a tick) carries at most
-`max_per_push` alerts (resolutions first, then new alerts, pages before tickets and oldest
+`max_per_push` alerts (resolutions first, then new alerts, `critical` before `warning` and oldest
 first, then the resends that are due, longest unsent first) and the rest wait for the next
 ticks; after a failed push the next waits 10 s, doubling to 5 min. A resolution never ends
 before it starts, and an alert sent by a clock that has gone back since is resolved and sent
@@ -81,7 +81,7 @@ class ProblemWait:
 
     @property
     def severity(self) -> str:
-        return "ticket" if self.unreported else SEVERITY[model.State(self.state)]
+        return model.Severity.WARNING if self.unreported else SEVERITY[model.State(self.state)]
 
 
 def _clean_json(text: str) -> str:
@@ -192,7 +192,7 @@ class AlertmanagerPush:
             fresh = current.get(request_id)
             if fresh is None or fresh["labels"] != sent["labels"] or request_id in ahead:
                 resolved.append((request_id, _resolution(sent, now), False))
-        for p in sorted(waits, key=lambda p: (p.severity != "page", p.since)):
+        for p in sorted(waits, key=lambda p: (p.severity != model.Severity.CRITICAL, p.since)):
             before = self.active.get(p.request_id)
             if (
                 before is None

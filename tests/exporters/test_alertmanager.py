@@ -22,6 +22,7 @@ import yaml
 
 from sidewatch.core.model import Missing, uncertain_move
 from sidewatch.daemon.ui import RUNBOOKS
+from sidewatch.exporters import mixin
 from sidewatch.exporters.alertmanager import SEVERITY, AlertmanagerPush, ProblemWait, runbook_path
 from tests.daemon.test_e2e import Server, _seed_relative_to_now, _start, _stop
 from tests.ports import free_port as _free_port
@@ -107,10 +108,10 @@ def test_each_problem_wait_is_one_alert_with_its_owner_and_next_move(
     active = _until(lambda: len(_active(alertmanager)) == 4 and _active(alertmanager))
 
     assert {
-        "thread-delete/int-delete": ("STALE", "requester", "ticket"),
-        "thread-rotation/int-rotation": ("UNROUTABLE", "policy_owner", "page"),
-        "thread-invoice/int-invoice": ("ORPHANED", "runtime_owner", "page"),
-        "thread-deploy/int-deploy": ("STUCK_AFTER_DECISION", "runtime_owner", "page"),
+        "thread-delete/int-delete": ("STALE", "requester", "warning"),
+        "thread-rotation/int-rotation": ("UNROUTABLE", "policy_owner", "critical"),
+        "thread-invoice/int-invoice": ("ORPHANED", "runtime_owner", "critical"),
+        "thread-deploy/int-deploy": ("STUCK_AFTER_DECISION", "runtime_owner", "critical"),
     } == {
         k: (a["labels"]["state"], a["labels"]["owner"], a["labels"]["severity"])
         for k, a in active.items()
@@ -355,7 +356,7 @@ def test_a_wait_on_unreported_evidence_is_a_ticket_to_the_operator_after_the_pag
     push.push([unrouted, failed], NOW)
 
     first, second = receiver.pushes[0]
-    assert ("failed", "page", "policy_owner") == (
+    assert ("failed", "critical", "policy_owner") == (
         first["labels"]["requestId"],
         first["labels"]["severity"],
         first["labels"]["owner"],
@@ -364,7 +365,7 @@ def test_a_wait_on_unreported_evidence_is_a_ticket_to_the_operator_after_the_pag
     assert {
         "requestId": "never-routed",
         "state": "UNROUTABLE",
-        "severity": "ticket",
+        "severity": "warning",
         "owner": "sidewatch_operator",
         "evidence": "unreported",
         "missing": "route",
@@ -467,13 +468,11 @@ EXTERNAL = "https://sw.example"
 
 
 def _rule_alert(name: str, policy: str) -> dict[str, Any]:
-    """The alert Prometheus sends for rule `name`, with the labels rules/ give it and its
-    runbook_url as Prometheus expands it with the `sidewatch_url` external label."""
-    rules = yaml.safe_load((ROOT / "rules" / "sidewatch.rules.yml").read_text())["groups"]
+    """The alert Prometheus sends for rule `name`, with the labels of the rules
+    `sidewatch rules --external-url` writes and their (absolute) runbook_url."""
+    rules = yaml.safe_load(mixin.rules(external_url=EXTERNAL))["groups"]
     rule = next(r for g in rules for r in g["rules"] if r.get("alert") == name)
-    runbook = rule["annotations"]["runbook_url"].replace(
-        "{{ $externalLabels.sidewatch_url }}", EXTERNAL
-    )
+    runbook = rule["annotations"]["runbook_url"]
     return {
         "labels": {"alertname": name, "policy": policy, **rule["labels"]},
         "annotations": {"runbook_url": runbook},

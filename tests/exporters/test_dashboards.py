@@ -29,7 +29,7 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 NAME = re.compile(r"(?<![A-Za-z0-9_:])sidewatch_[A-Za-z0-9_:]+")
 # Grafana's macros as a query would see them over a few minutes of 1 s scrapes.
 MACROS = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
-LABEL_VALUES = re.compile(r"^label_values\((?P<metric>[^,]+),\s*(?P<label>\w+)\)$")
+LABEL_VALUES = re.compile(r"^label_values\((?P<metric>.+),\s*(?P<label>\w+)\)$")
 # Where a dashboard holds queries; where a rule file and its promtool tests name series.
 QUERY_KEYS = {"expr", "query", "definition"}
 RULE_KEYS = {"expr", "series", "labels"}
@@ -90,7 +90,7 @@ def queries(dashboard: dict[str, Any]) -> list[Query]:
     ]
     for var in dashboard["templating"]["list"]:
         if var["type"] == "query" and (m := LABEL_VALUES.match(var["definition"])):
-            expr = f"count by ({m['label']}) ({m['metric']})"
+            expr = f"count by ({m['label']}) ({substituted(m['metric'], dashboard)})"
             out.append(Query(f"variable {var['name']}", expr, (m["label"],)))
     return out
 
@@ -210,7 +210,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, module_db_url: str) -> Itera
         extra=f"nats: {{url: '{NATS_URL}', stream: {stream.name}, "
         f"subject: '{stream.subject}.>', batch: 8, ackWait: 2s, retryDelay: 300ms}}\n",
     )
-    prometheus = RealPrometheus(tmp, server.url.removeprefix("http://"))
+    # The target carries cluster and namespace labels, as a Kubernetes scrape's would: the
+    # dashboard's optional variables list them.
+    prometheus = RealPrometheus(
+        tmp, server.url.removeprefix("http://"), labels={"cluster": "c1", "namespace": "ops"}
+    )
     try:
         prometheus.start()
         assert prometheus.wait_for("sidewatch_waits"), "Prometheus never scraped sidewatch"
@@ -288,7 +292,7 @@ def test_the_overview_watches_sidewatch_itself() -> None:
     exprs = " ".join(q.expr for q in queries(load(OVERVIEW)))
 
     for name in (
-        'up{job="sidewatch"}',
+        'up{job=~".*", cluster=~".*", namespace=~".*"}',
         "sidewatch_http_responses_total",
         "sidewatch_report_failures_total",
         "sidewatch_report_last_success_timestamp_seconds",

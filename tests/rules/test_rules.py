@@ -18,9 +18,10 @@ from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "sidewatch.rules.yml"
 UNPACKED = ROOT / ".tools" / "prometheus" / "usr" / "bin" / "promtool"
-# Absolute with Prometheus's external label `sidewatch_url` (the daemon serves
-# sidewatch/daemon/runbooks/).
-RUNBOOK_URL = "{{ $externalLabels.sidewatch_url }}/runbooks/"
+# Paths in the default output (`sidewatch rules`; absolute under `--external-url`): the daemon
+# serves sidewatch/daemon/runbooks/ and its wait list.
+RUNBOOK_URL = "/runbooks/"
+DASHBOARD_URL = "/ui/waits"
 RUNBOOKS = ROOT / "sidewatch" / "daemon" / "runbooks"
 OWNERS = {
     "approver",
@@ -81,12 +82,14 @@ def test_promtool_unit_tests_of_the_rules_pass() -> None:
     assert 0 == done.returncode, done.stdout + done.stderr
 
 
-def test_every_alert_has_severity_owner_summary_description_and_a_runbook() -> None:
+def test_every_alert_has_severity_owner_summary_description_a_runbook_and_a_dashboard() -> None:
     bad = []
     for rule in alerts():
         labels, notes = rule.get("labels", {}), rule.get("annotations", {})
         if labels.get("owner") not in OWNERS or not labels.get("severity"):
             bad.append(f"{rule['alert']}: labels {labels}")
+        if not str(notes.get("dashboard_url", "")).startswith(DASHBOARD_URL):
+            bad.append(f"{rule['alert']}: dashboard_url {notes.get('dashboard_url')}")
         if not {"summary", "description", "runbook_url"} <= set(notes):
             bad.append(f"{rule['alert']}: annotations {sorted(notes)}")
         elif not (
@@ -98,10 +101,10 @@ def test_every_alert_has_severity_owner_summary_description_and_a_runbook() -> N
     assert [] == bad
 
 
-def test_severities_are_one_vocabulary_page_ticket_info() -> None:
+def test_severities_are_the_mixin_vocabulary_critical_warning_info() -> None:
     severities = {rule["alert"]: rule["labels"]["severity"] for rule in alerts()}
 
-    assert {} == {k: v for k, v in severities.items() if v not in ("page", "ticket", "info")}
+    assert {} == {k: v for k, v in severities.items() if v not in ("critical", "warning", "info")}
 
 
 def test_sidewatch_down_and_not_scraped_and_its_own_health_alert() -> None:
@@ -172,7 +175,7 @@ def test_a_label_value_that_is_no_member_is_caught_in_a_copy_of_the_rules(tmp_pa
 def test_every_severity_is_a_member_and_each_state_alert_has_the_state_severity_of_core() -> None:
     found: dict[str, str] = {}
     for rule in alerts():
-        states = set(re.findall(r'sidewatch_\w+\{state="([A-Z_]+)"\}', str(rule["expr"])))
+        states = set(re.findall(r'sidewatch_\w+\{[^}]*state="([A-Z_]+)"\}', str(rule["expr"])))
         if len(states) == 1:
             found[states.pop()] = rule["labels"]["severity"]
 
@@ -190,13 +193,14 @@ def test_the_jetstream_alerts_read_only_its_gauges_and_their_threshold_is_the_do
     alerting = (ROOT / "docs" / "alerting.md").read_text()
 
     assert (
-        "max(sidewatch_jetstream_consuming) == 0" == rules["SidewatchJetStreamNotConsuming"]["expr"]
+        'max(sidewatch_jetstream_consuming{job="sidewatch"}) == 0'
+        == rules["SidewatchJetStreamNotConsuming"]["expr"]
     )
-    assert ("page", "5m") == (
+    assert ("critical", "5m") == (
         rules["SidewatchJetStreamNotConsuming"]["labels"]["severity"],
         rules["SidewatchJetStreamNotConsuming"]["for"],
     )
-    assert ("ticket", "10m") == (
+    assert ("warning", "10m") == (
         rules["SidewatchJetStreamLagging"]["labels"]["severity"],
         rules["SidewatchJetStreamLagging"]["for"],
     )

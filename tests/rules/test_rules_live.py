@@ -39,10 +39,10 @@ def test_the_expected_alerts_fire_for_the_reference_stream(tmp_path: Path, db_ur
         _stop(server)
 
     assert {
-        "SidewatchStuckAfterDecision": ("page", "runtime_owner"),
-        "SidewatchOrphaned": ("page", "runtime_owner"),
-        "SidewatchUnroutable": ("page", "policy_owner"),
-        "SidewatchStale": ("ticket", "requester"),
+        "SidewatchStuckAfterDecision": ("critical", "runtime_owner"),
+        "SidewatchOrphaned": ("critical", "runtime_owner"),
+        "SidewatchUnroutable": ("critical", "policy_owner"),
+        "SidewatchStale": ("warning", "requester"),
     } == {name: (labels["severity"], labels["owner"]) for name, labels in firing.items()}
     assert 1.0 == float(recorded[0]["value"][1])
 
@@ -71,7 +71,7 @@ def test_a_daemon_cut_off_from_nats_is_a_pending_jetstream_page_and_no_lag_ticke
 
     assert consuming
     # for: 5m, so pending here; the lag gauge is not exported before a first report
-    assert {"SidewatchJetStreamNotConsuming": ("pending", "page")} == {
+    assert {"SidewatchJetStreamNotConsuming": ("pending", "critical")} == {
         name: (a["state"], a["labels"]["severity"])
         for name, a in alerts.items()
         if name.startswith("SidewatchJetStream")

@@ -28,6 +28,7 @@ from tests.rules.test_rules import RULES, alerts, promtool
 CAPTURE = Path(__file__).resolve().parents[1] / "ingest" / "producers" / "fixtures"
 THREAD = "thread-lg-approve-resume"
 READ = ("sidewatch_waits", "sidewatch_waits_unreported")
+SCRAPED = frozenset({("job", "sidewatch")})  # the target label of the rules' default selector
 
 
 def interrupted_run(thread: str) -> list[str]:
@@ -108,8 +109,8 @@ def test_file_ingest_of_ag_ui_only_traffic_exports_what_the_rules_need(
         "tests": [
             {
                 "interval": "1m",
-                "input_series": [
-                    {"series": series(name, labels), "values": f"{value:g}x5"}
+                "input_series": [  # as scraped: the job the rules select added
+                    {"series": series(name, labels | SCRAPED), "values": f"{value:g}x5"}
                     for (name, labels), value in sorted(samples.items(), key=str)
                 ],
                 "promql_expr_test": [

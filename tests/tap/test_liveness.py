@@ -119,10 +119,12 @@ def _firing(server: Server, tmp: Path, expected: dict[str, list[str]]) -> None:
     assert samples, "the daemon exports its wait gauges"
     series = [
         {
-            "series": f"{name}{{{','.join(f'{k}={json.dumps(v)}' for k, v in sorted(labels))}}}",
+            # as scraped: with the job the rules' default selector reads
+            "series": f"{name}{{{','.join(f'{k}={json.dumps(v)}' for k, v in sorted(scraped))}}}",
             "values": f"{value:g}x5",
         }
         for (name, labels), value in sorted(samples.items(), key=str)
+        for scraped in [labels | {("job", "sidewatch")}]
     ]
     tests = {
         "rule_files": [str(RULES)],
