@@ -117,7 +117,17 @@ def _commands(group: click.Group, prefix: str) -> Iterable[tuple[str, click.Comm
 
 
 def _help(command: click.Command, name: str) -> str:
-    ctx = click.Context(command, info_name=name, terminal_width=100, max_content_width=100)
+    # The root group's help option names (`-h`, `--help`), which every command inherits when
+    # run: a bare Context would not apply them, and click caches a command's help option from
+    # whichever context asks first, so the page would depend on what ran before.
+    names = cli.context_settings.get("help_option_names", ["--help"])
+    ctx = click.Context(
+        command,
+        info_name=name,
+        terminal_width=100,
+        max_content_width=100,
+        help_option_names=names,
+    )
     return command.get_help(ctx)
 
 
