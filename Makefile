@@ -41,8 +41,8 @@ test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(PGBOUNCER) $(CHROMIU
 	lint typecheck unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check sidewatch tests bench
-	$(BIN)/ruff format --check sidewatch tests bench
+	$(BIN)/ruff check sidewatch tap tests bench
+	$(BIN)/ruff format --check sidewatch tap tests bench
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
