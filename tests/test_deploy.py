@@ -1,6 +1,6 @@
 """deploy/: the systemd unit passes `systemd-analyze verify`, the Kubernetes manifests hold
 the fields the deployment relies on (a JSON-schema check), the PrometheusRule is rules/ as
-generated, and the container build file runs as non-root with its health checks."""
+generated. The container: tests/deploy/test_container.py; Kubernetes: tests/deploy/."""
 
 from __future__ import annotations
 
@@ -107,12 +107,3 @@ def test_the_prometheus_rule_is_rules_as_generated() -> None:
     assert written == prometheus_rule(), "run python deploy/kubernetes/make_rules.py"
     rules = yaml.safe_load((ROOT / "rules" / "sidewatch.rules.yml").read_text())
     assert yaml.safe_load(written)["spec"]["groups"] == rules["groups"]
-
-
-def test_the_container_runs_as_non_root_with_the_store_on_a_volume_and_health_checks() -> None:
-    lines = (DEPLOY / "Containerfile").read_text().splitlines()
-    users = [x.split()[1] for x in lines if x.startswith("USER ")]
-    assert users and users[-1] not in ("root", "0")
-    assert any(x.startswith("VOLUME ") and "/var/lib/sidewatch" in x for x in lines)
-    health = "\n".join(x for x in lines if "HEALTHCHECK" in x or "urlopen" in x)
-    assert "/healthz" in health and "/readyz" in health
