@@ -10,7 +10,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "sidewatch.rules.yml"
-OUT = Path(__file__).with_name("prometheusrule.yaml")
+OUT = Path(__file__).parent / "base" / "prometheusrule.yaml"
 
 
 def prometheus_rule() -> str:
