@@ -13,6 +13,7 @@ and made again when the wheel's dependencies change (their hash is its stamp).""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.test_container import _instructions
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,6 +226,64 @@ def test_serve_until_readyz_answers(venv: Path, elsewhere: Path, serving: str) -
 
     assert 200 == status, (elsewhere / "serve.log").read_text()
     assert f"sidewatch: healthy: http://{serving}/readyz: 200\n" == health
+
+
+def _container(folder: Path, port: int) -> tuple[dict[str, str], list[str], list[str]]:
+    """deploy/Containerfile's environment (its folder `folder`, its port `port`: this machine
+    may run a daemon on 9477), its command and its health check's command."""
+    instructions = _instructions((ROOT / "deploy" / "Containerfile").read_text())
+    env: dict[str, str] = {}
+    for word, args in instructions:
+        if word == "ENV":
+            for pair in args.split():
+                key, _, value = pair.partition("=")
+                env[key] = value
+    env = {
+        k: v.replace("/var/lib/sidewatch", str(folder)).replace(":9477", f":{port}")
+        for k, v in env.items()
+    }
+    (entrypoint,) = [json.loads(a) for w, a in instructions if w == "ENTRYPOINT"]
+    (command,) = [json.loads(a) for w, a in instructions if w == "CMD"]
+    (health,) = [a for w, a in instructions if w == "HEALTHCHECK"]
+    return env, entrypoint + command, json.loads(health[health.index("CMD ") + 4 :])
+
+
+def test_the_containers_environment_alone_serves_and_passes_its_health_check(
+    venv: Path, elsewhere: Path
+) -> None:
+    """What the image runs, from the installed wheel: its ENV, the tokens and the plaintext
+    setting docs/deploy.md asks for, its ENTRYPOINT and CMD, then its HEALTHCHECK's command."""
+    port = free_port()
+    env, serve, health = _container(elsewhere, port)
+    env = {
+        **CLEAN_ENV,
+        **env,
+        "PATH": f"{venv / 'bin'}{os.pathsep}{CLEAN_ENV.get('PATH', '')}",
+        "SIDEWATCH_INGEST_TOKEN": "ingest-token-0123456789",
+        "SIDEWATCH_READ_TOKEN": "read-token-0123456789",
+        "SIDEWATCH_ALLOW_PLAINTEXT": "true",
+    }
+    checks = []
+    with (elsewhere / "serve.log").open("w") as log:
+        daemon = subprocess.Popen(serve, cwd=elsewhere, env=env, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 60
+            while not checks or (checks[-1].returncode and time.monotonic() < deadline):
+                time.sleep(0.3)
+                checks.append(
+                    subprocess.run(
+                        health, cwd=elsewhere, env=env, capture_output=True, text=True, check=False
+                    )
+                )
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=30)
+
+    assert ["sidewatch", "serve"] == serve
+    assert f"sidewatch: healthy: http://127.0.0.1:{port}/readyz: 200\n" == checks[-1].stdout, (
+        elsewhere / "serve.log"
+    ).read_text()
+    assert (elsewhere / "sidewatch.db").is_file()  # the store on the image's volume
 
 
 def _sse_file(folder: Path) -> Path:
