@@ -41,8 +41,8 @@ test: $(VENV)/.installed-test $(PROMTOOL) $(ALERTMANAGER) $(PGBOUNCER) $(CHROMIU
 	lint typecheck docs unit ## everything CI runs
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check sidewatch tests bench
-	$(BIN)/ruff format --check sidewatch tests bench
+	$(BIN)/ruff check sidewatch tap tests bench
+	$(BIN)/ruff format --check sidewatch tap tests bench
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
@@ -96,12 +96,16 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# setuptools' notice on every editable install (a reminder that folders named like the package
+# may shadow it) says nothing to act on here: the install stays quiet, as `make run` should be.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e .
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[test,postgres,nats]'
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e '.[test,postgres,nats]'
 	touch $@ $(VENV)/.installed
 
 producer-venvs: $(PRODUCER_VENVS) ## the producers' own virtual environments (tests/producers)

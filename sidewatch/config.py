@@ -27,6 +27,15 @@ DEFAULT_ROLE_PREFIXES = ("role:", "policy:", "group:", "team:", "queue:", "servi
 ENV_DB_URL = "SIDEWATCH_DB_URL"
 ENV_REF_KEY = "SIDEWATCH_APPROVER_REF_KEY"
 ENV_NATS_URL = "SIDEWATCH_NATS_URL"
+# The server's keys the environment sets (over the file): a container starts from these alone.
+ENV_SERVER = {
+    "SIDEWATCH_LISTEN": ("listen",),
+    "SIDEWATCH_EXTERNAL_URL": ("externalUrl",),
+    "SIDEWATCH_ALLOW_PLAINTEXT": ("allowPlaintext",),
+    "SIDEWATCH_PROTECT_METRICS": ("protectMetrics",),
+    "SIDEWATCH_TLS_CERT_FILE": ("tls", "certFile"),
+    "SIDEWATCH_TLS_KEY_FILE": ("tls", "keyFile"),
+}
 NATS_SCHEMES = ("nats://", "tls://", "ws://", "wss://")
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from sidewatch.config import ENV_DB_URL, ENV_NATS_URL, ENV_REF_KEY, ENV_TOKENS, Config
+from sidewatch.config import (
+    ENV_DB_URL,
+    ENV_NATS_URL,
+    ENV_REF_KEY,
+    ENV_SERVER,
+    ENV_TOKENS,
+    Config,
+)
 from sidewatch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,7 +52,7 @@ def load_config(
     the token files it names (`files`: path -> content, None when unreadable; read by the
     shell with `read_token_files`)."""
     if data is None and not any(
-        env.get(v) for v in (ENV_DB_URL, ENV_REF_KEY, ENV_NATS_URL, *ENV_TOKENS)
+        env.get(v) for v in (ENV_DB_URL, ENV_REF_KEY, ENV_NATS_URL, *ENV_TOKENS, *ENV_SERVER)
     ):
         return Config()  # nothing to parse: the defaults (a test holds them equal to parse's)
     return parse(data, env, source, files or {})
@@ -70,6 +77,7 @@ def parse(
     nats = data.get("nats")
     if env.get(ENV_NATS_URL) and (isinstance(nats, Mapping) or not nats):
         data = {**data, "nats": {**(nats or {}), "url": env[ENV_NATS_URL]}}
+    data = with_server_env(data, env)
     given = Given(env, files)
     try:
         parsed = ConfigFile.model_validate(data)
@@ -87,6 +95,30 @@ def parse(
         lines = [line for _, line in sorted(found, key=lambda f: f[0])]
         raise ConfigError(list(dict.fromkeys(lines)), source)  # a list's items: said once
     return Config(**parsed.record(given))
+
+
+_FLAGS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def with_server_env(data: Mapping[str, Any], env: Mapping[str, str]) -> Mapping[str, Any]:
+    """The file's `server` section with the keys the environment sets (`ENV_SERVER`) over it;
+    a flag's `true`/`false` (`yes`/`no`, `1`/`0`) read as YAML's, anything else left for the
+    models to refuse."""
+    server = data.get("server")
+    if not any(env.get(v) for v in ENV_SERVER) or not (server is None or isinstance(server, dict)):
+        return data
+    out: dict[str, Any] = dict(server or {})
+    for var, path in ENV_SERVER.items():
+        if not (value := env.get(var)):
+            continue
+        section = out
+        for key in path[:-1]:
+            inner = section.get(key)
+            section[key] = dict(inner) if isinstance(inner, dict) else {}
+            section = section[key]
+        flag = path[-1] in ("allowPlaintext", "protectMetrics")
+        section[path[-1]] = _FLAGS.get(value.strip().lower(), value) if flag else value
+    return {**data, "server": out}
 
 
 def _own(errors: list[Any]) -> list[Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sidewatch.exporters.mixin import prometheus_rule
 
-OUT = Path(__file__).with_name("prometheusrule.yaml")
+OUT = Path(__file__).parent / "base" / "prometheusrule.yaml"
 
 if __name__ == "__main__":
     OUT.write_text(prometheus_rule())

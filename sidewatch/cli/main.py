@@ -18,6 +18,7 @@ import click
 from sidewatch.cli.assets import dashboard_cmd, rules_cmd
 from sidewatch.cli.audit import audit_cmd, demo, report_cmd
 from sidewatch.cli.db import db
+from sidewatch.cli.health import health
 from sidewatch.cli.options import config_of, config_option, db_option, one_line_errors, opened_store
 from sidewatch.config import Config, listen_problem
 from sidewatch.config_schema import json_schema, load_config, read_config_file, read_token_files
@@ -301,7 +302,7 @@ def _safe_url(url: str) -> str:
         return url
 
 
-for command in (audit_cmd, demo, report_cmd, db, rules_cmd, dashboard_cmd):
+for command in (audit_cmd, demo, report_cmd, db, health, rules_cmd, dashboard_cmd):
     cli.add_command(command)
 
 

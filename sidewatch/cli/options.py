@@ -140,7 +140,9 @@ config_option = click.option(
     "config_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="YAML config file (see config.example.yaml). Without one, defaults apply.",
+    envvar="SIDEWATCH_CONFIG",
+    help="YAML config file (see config.example.yaml; or SIDEWATCH_CONFIG). Without one, "
+    "defaults and the environment apply.",
 )
 db_option = click.option(
     "--db",

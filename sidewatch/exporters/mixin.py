@@ -5,7 +5,7 @@ Both start from package data (`templates/rules.yml`, `templates/dashboard.json`,
 wheel has them) whose queries name no job: every vector selector of a `sidewatch_*` series or
 of `up` gets the operator's selector (default `job="sidewatch"`) here. The rules' links are
 `@url@` in the template: the `--external-url` given, or nothing (paths). `rules/`, `dashboards/`
-and `deploy/kubernetes/prometheusrule.yaml` are this output with the defaults, and a test keeps
+and `deploy/kubernetes/base/prometheusrule.yaml` are this output with the defaults, and a test keeps
 them so.
 """
 

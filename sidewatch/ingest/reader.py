@@ -119,8 +119,8 @@ def frames(body: bytes, media_type: str | None = None) -> Iterator[Line]:
 def _frames(body: bytes, media_type: str | None) -> Iterator[Line]:
     head = body.lstrip()[:8]
     if media_type == "text/event-stream" or (media_type is None and head.startswith(_SSE_FIELDS)):
-        # The tap's framing: one SSE parser for both (its package loads the whole tap).
-        from sidewatch.tap.sse import sse_items  # noqa: PLC0415
+        # The tap's framing, in the daemon's own copy (sidewatch.ingest.sse).
+        from sidewatch.ingest.sse import sse_items  # noqa: PLC0415
 
         yield from sse_items(body)
     elif head.startswith(b"["):

@@ -110,7 +110,7 @@ def test_help_does_not_load_pydantic(args: tuple[str, ...]) -> None:
 # input models, the tap's package, and the auditor's modules (verdicts, checkpoints, retention).
 NOT_FOR_AN_INGEST = (
     *NOT_FOR_A_READ,
-    "sidewatch.tap",
+    "sidewatch_tap",
     "sidewatch.core.engine",
     "sidewatch.app.evaluate",
     "sidewatch.store.checkpoint",

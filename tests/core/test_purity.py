@@ -40,7 +40,7 @@ CORE_STDLIB = {
 # Which sidewatch packages each layer may import (config and errors are allowed everywhere).
 ALLOWED = {
     "core": {"core"},
-    "ingest": {"ingest", "core", "tap"},  # tap.sse: the SSE framing the tap ships
+    "ingest": {"ingest", "core"},
     "store": {"store", "core"},
     "exporters": {"exporters", "core"},
     "report": {"report", "core"},
@@ -48,7 +48,6 @@ ALLOWED = {
     # The shell: how sidewatch is reached (HTTP, JetStream, the scheduler) and its wiring.
     "daemon": {"daemon", "app", "ingest", "store", "exporters", "report", "core"},
     "cli": {"cli", "daemon", "app", "ingest", "store", "exporters", "report", "core"},
-    "tap": {"tap"},  # runs inside the agent's process: nothing else of sidewatch
 }
 # Which libraries beyond the standard library each layer may import.
 LIBRARIES = {
@@ -70,7 +69,6 @@ LIBRARIES = {
         "uvicorn",
     },
     "cli": {"click", "orjson", "sqlalchemy"},
-    "tap": set(),  # the agent's process gets no dependency from sidewatch
 }
 SHARED = {"config", "config_schema", "errors"}  # the modules beside the layers, importable anywhere
 
@@ -197,6 +195,23 @@ def test_each_layer_imports_only_the_libraries_listed_for_it() -> None:
     assert [] == bad
 
 
+TAP = PACKAGE.parent / "tap" / "sidewatch_tap"
+
+
+def test_the_tap_imports_only_the_standard_library_and_itself() -> None:
+    """sidewatch-tap runs inside the agent's process: no dependency, nothing of the daemon's
+    distribution (`sidewatch`), which may not be installed there."""
+    bad = [
+        f"{p.name}: {name}"
+        for p in TAP.rglob("*.py")
+        for name in _imports(p)
+        if name.split(".")[0] not in {*sys.stdlib_module_names, "sidewatch_tap"}
+    ]
+
+    assert [] == bad
+    assert (TAP / "__init__.py").is_file()
+
+
 def test_every_package_of_sidewatch_is_a_layer_with_its_allowlists() -> None:
     packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
 
@@ -211,7 +226,7 @@ def test_the_docs_draw_every_layer_in_five_lines_in_the_order_allowed() -> None:
     rows = [set(words) & set(ALLOWED) for words in named]
 
     assert 5 == len(drawing)
-    assert set(ALLOWED) == set().union(*rows) | {"tap"}
+    assert set(ALLOWED) == set().union(*rows)
     for upper, lower in itertools.pairwise(rows):  # each row may use the one below
         assert all(lower <= ALLOWED[layer] for layer in upper - {"cli"})
     assert all(name in drawing[4] for name in (*SHARED, "tap"))

@@ -37,7 +37,7 @@ def run(*args: str) -> str:
     [
         (("rules",), "rules/sidewatch.rules.yml"),
         (("dashboard",), "dashboards/sidewatch-overview.json"),
-        (("rules", "--format", "prometheusrule"), "deploy/kubernetes/prometheusrule.yaml"),
+        (("rules", "--format", "prometheusrule"), "deploy/kubernetes/base/prometheusrule.yaml"),
     ],
     ids=["rules", "dashboard", "prometheusrule"],
 )

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from sidewatch.tap import TapMiddleware
+from sidewatch_tap import TapMiddleware
 from tests.producers.capture_langgraph import build_graph, one_call_script
 
 BEAT_SECONDS = 0.3

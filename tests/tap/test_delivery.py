@@ -18,7 +18,7 @@ from ag_ui_adk import add_adk_fastapi_endpoint
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
 
-from sidewatch.tap import Tap, TapMiddleware
+from sidewatch_tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server, _start, _stop
 from tests.producers.capture_adk import ONE_CALL, make_agent
 from tests.tap.test_tap import (

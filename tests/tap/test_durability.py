@@ -19,8 +19,8 @@ from google.adk.sessions import BaseSessionService, InMemorySessionService
 from langgraph.checkpoint.memory import InMemorySaver, MemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from sidewatch.tap import TapMiddleware, durable_of
-from sidewatch.tap.live import durable_of_app
+from sidewatch_tap import TapMiddleware, durable_of
+from sidewatch_tap.live import durable_of_app
 from tests.producers.capture_adk import ONE_CALL, make_adk_agent, make_agent
 from tests.producers.capture_langgraph import build_graph, one_call_script
 from tests.tap.test_tap import _Serve, agent_input, interrupt_id_of

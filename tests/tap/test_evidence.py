@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sidewatch.tap.evidence import Evidence, evidence_line
+from sidewatch_tap.evidence import Evidence, evidence_line
 from tests.daemon import test_e2e
 from tests.daemon.test_e2e import Server, _start, _stop
 from tests.tap.test_tap import _wait, deploy_wait

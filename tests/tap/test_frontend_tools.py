@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sidewatch.tap.reduce import reduce_event, reduce_input
+from sidewatch_tap.reduce import reduce_event, reduce_input
 from tests.ingest.producers.test_frontend import FRONTEND, MAF_FRONTEND, frontend_waits
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "ingest" / "producers" / "fixtures"

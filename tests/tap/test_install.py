@@ -1,5 +1,5 @@
 """The tap installs into an agent's environment alone: `pip install ./tap` in a fresh venv
-brings `sidewatch.tap` and none of the daemon's dependencies, and the tap works there."""
+brings `sidewatch_tap` and none of the daemon's dependencies, and the tap works there."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = """
-import importlib.util, sidewatch.tap
-from sidewatch.tap import Evidence, Tap, TapMiddleware, tap_events
+import importlib.util, sidewatch_tap
+from sidewatch_tap import Evidence, Tap, TapMiddleware, tap_events
 daemon_deps = ["sqlalchemy", "sqlmodel", "alembic", "uvicorn", "starlette", "opentelemetry",
                "apscheduler", "prometheus_client", "orjson", "pydantic", "yaml", "click"]
 print(sorted(m for m in daemon_deps if importlib.util.find_spec(m)))
-print(importlib.util.find_spec("sidewatch.daemon") is None)
-print("site-packages" in sidewatch.tap.__file__)
+print(importlib.util.find_spec("sidewatch") is None)
+print("site-packages" in sidewatch_tap.__file__)
 tap = Tap("http://127.0.0.1:9/v1/events", retry_base_seconds=0.01)
 tap.record({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}, None, None)
 tap.close(timeout=0.5)
@@ -32,13 +32,7 @@ print(evidence.tap.sent + evidence.tap.dropped)
 def test_the_tap_distribution_installs_without_the_daemons_dependencies(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # not this source tree
     source = tmp_path / "src"  # a copy: pip builds in the source tree, which stays clean
-    source.mkdir()
-    shutil.copy(ROOT / "tap" / "pyproject.toml", source / "pyproject.toml")
-    shutil.copytree(
-        ROOT / "tap" / "sidewatch" / "tap",
-        source / "sidewatch" / "tap",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    shutil.copytree(ROOT / "tap", source, ignore=shutil.ignore_patterns("__pycache__", "build"))
     venv = tmp_path / "agent"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"

@@ -51,7 +51,8 @@ class _Agent:
     def __init__(self, sidewatch: Server, service: str, store: str, log: Path) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # the checkout, and the tap's own source tree (its distribution, sidewatch-tap)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "tap")))}
         with log.open("ab") as err:
             self.proc = subprocess.Popen(
                 [

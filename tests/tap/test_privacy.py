@@ -15,7 +15,7 @@ from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
-from sidewatch.tap import Tap, TapMiddleware
+from sidewatch_tap import Tap, TapMiddleware
 from tests.daemon.test_e2e import Server
 from tests.tap.test_robust import _Sink
 from tests.tap.test_tap import (  # noqa: F401  (sidewatch: the fixture)

@@ -12,7 +12,7 @@ import pytest
 
 from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.digest import RefProtector
-from sidewatch.tap.reduce import reduce_event, reduce_input
+from sidewatch_tap.reduce import reduce_event, reduce_input
 from tests.ingest.producers.captures import CAPTURES
 from tests.tap.test_reduce_subagents import AT
 

@@ -10,7 +10,7 @@ import orjson
 
 from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.digest import RefProtector
-from sidewatch.tap.reduce import reduce_event, skipped_by_head
+from sidewatch_tap.reduce import reduce_event, skipped_by_head
 
 S = "SENTINEL-5ub"
 AT = 1_785_081_600_000

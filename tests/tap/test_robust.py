@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sidewatch.tap import Tap, TapMiddleware
-from sidewatch.tap.sse import Framer
+from sidewatch_tap import Tap, TapMiddleware
+from sidewatch_tap.sse import Framer
 
 RUN = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
 
@@ -365,7 +365,7 @@ def test_the_environment_proxy_is_not_used_for_the_daemon(
 def test_a_token_over_plain_http_off_the_host_is_warned(
     url: str, warned: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, "sidewatch.tap"):
+    with caplog.at_level(logging.WARNING, "sidewatch_tap"):
         Tap(url, token="t", flush_seconds=60).close(timeout=0)
 
     assert warned == any("in clear" in r.getMessage() for r in caplog.records)

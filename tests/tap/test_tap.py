@@ -1,4 +1,4 @@
-"""sidewatch.tap in front of real AG-UI endpoints, mirroring to a real `sidewatch serve`."""
+"""sidewatch_tap in front of real AG-UI endpoints, mirroring to a real `sidewatch serve`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from sidewatch.tap import Tap, TapMiddleware, tap_events
+from sidewatch_tap import Tap, TapMiddleware, tap_events
 from tests.daemon import test_e2e
 from tests.daemon.test_e2e import Server, _start, _stop
 from tests.ports import free_port as _free_port

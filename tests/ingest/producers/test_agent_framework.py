@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from sidewatch.tap.reduce import reduce_event, reduce_input
+from sidewatch_tap.reduce import reduce_event, reduce_input
 from tests.ingest.producers.captures import audited, capture, verdicts, verdicts_of
 
 # file -> [(state, decision, uncertain)] of its waits, in the order they were requested

@@ -27,11 +27,11 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from sidewatch.tap.evidence import evidence_line
+from sidewatch_tap.evidence import evidence_line
 
 __all__ = ["Liveness", "durable_of", "durable_of_app", "instance_id"]
 
-log = logging.getLogger("sidewatch.tap")
+log = logging.getLogger("sidewatch_tap")
 
 HEARTBEAT_SECONDS = 30.0  # well inside the default heartbeatFreshness (10 minutes)
 SERVICE_ENV = "SIDEWATCH_SERVICE"

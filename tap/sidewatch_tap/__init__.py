@@ -1,4 +1,4 @@
-"""`sidewatch.tap`: mirror an AG-UI endpoint's traffic to sidewatch, from inside the agent.
+"""`sidewatch_tap`: mirror an AG-UI endpoint's traffic to sidewatch, from inside the agent.
 
 One line in a FastAPI (or any ASGI) AG-UI app:
 
@@ -7,10 +7,10 @@ One line in a FastAPI (or any ASGI) AG-UI app:
 or, around an async iterator of AG-UI events: `async for e in tap_events(events, tap, input)`.
 
 The tap mirrors only AG-UI responses (`text/event-stream` or NDJSON, or the configured
-`paths`), and of those only what sidewatch reads (`sidewatch.tap.reduce`): run and tool-call
+`paths`), and of those only what sidewatch reads (`sidewatch_tap.reduce`): run and tool-call
 events without content, interrupts, evidence, and each run's ids and answers. It adds
 `threadId` and `runId` to every event and sends NDJSON batches from a bounded queue on a
-background thread (`sidewatch.tap.sender`), retrying while sidewatch is away. It never raises
+background thread (`sidewatch_tap.sender`), retrying while sidewatch is away. It never raises
 into, blocks or fails the agent's request. Standard library only, in its own distribution
 (`sidewatch-tap`).
 
@@ -19,9 +19,9 @@ were handed to the server (its `send` returned) with the client still there, a
 `sidewatch.route` delivered on the AG-UI stream to `approver_ref` (default: whoever is in the
 thread, for chat-style approval); when the client had left (`http.disconnect`) or the send
 raised, a failed one. A deployment that routes approvals elsewhere passes `delivery=False` and
-reports its own routes (`sidewatch.tap.evidence`).
+reports its own routes (`sidewatch_tap.evidence`).
 
-And it reports liveness (`heartbeat=True`, the default; `sidewatch.tap.live`): one
+And it reports liveness (`heartbeat=True`, the default; `sidewatch_tap.live`): one
 `sidewatch.heartbeat` for the service instance every `heartbeat_seconds` while the process runs,
 (from the app's startup, or the first wait it raised), and a binding of each wait it raised to
 the instance, with whether the interrupted run survives
@@ -39,15 +39,15 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-from sidewatch.tap.evidence import Evidence, evidence_line
-from sidewatch.tap.live import HEARTBEAT_SECONDS, Liveness, durable_of
-from sidewatch.tap.reduce import skipped_by_head
-from sidewatch.tap.sender import Tap
-from sidewatch.tap.sse import Framer
+from sidewatch_tap.evidence import Evidence, evidence_line
+from sidewatch_tap.live import HEARTBEAT_SECONDS, Liveness, durable_of
+from sidewatch_tap.reduce import skipped_by_head
+from sidewatch_tap.sender import Tap
+from sidewatch_tap.sse import Framer
 
 __all__ = ["Evidence", "Liveness", "Tap", "TapMiddleware", "durable_of", "tap_events"]
 
-log = logging.getLogger("sidewatch.tap")
+log = logging.getLogger("sidewatch_tap")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -20,7 +20,7 @@ import json
 import time
 from typing import Any
 
-from sidewatch.tap.sender import Tap
+from sidewatch_tap.sender import Tap
 
 __all__ = ["DECISIONS", "KEEP", "Evidence", "evidence_line"]
 

@@ -30,9 +30,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from sidewatch.tap.reduce import reduce_event, reduce_input
+from sidewatch_tap.reduce import reduce_event, reduce_input
 
-log = logging.getLogger("sidewatch.tap")
+log = logging.getLogger("sidewatch_tap")
 
 RETRIED = frozenset({408, 429, 502, 503, 504})
 _CALL_PARTS = frozenset({"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"})
