@@ -4,8 +4,8 @@ One parser, two byte-identical copies: `sidewatch_tap.sse` (the tap's distributi
 `sidewatch.ingest.sse` (the daemon's), so that what the tap mirrors is what ingest reads and
 neither distribution imports the other (tests/ingest/test_sse_copies.py holds them equal; edit
 one, copy it over the other: docs/internals/distributions.md). Standard library only. Lines
-end in LF, CRLF or a lone CR (the SSE specification's three, and sse-starlette writes CRLF); a CRLF cut
-between two chunks is one line end. The work is linear in the bytes fed: a chunk is scanned
+end in LF, CRLF or a lone CR (the SSE specification's three, and sse-starlette writes CRLF); a
+CRLF cut between two chunks is one line end. The work is linear in the bytes fed: a chunk is scanned
 once, a partial line is held as a list of pieces and joined once when its end arrives, and
 `limit` bounds the bytes held. An event (or NDJSON line) past `limit` is dropped whole and
 counted in `oversized`; the stream goes on at the next one.
