@@ -44,6 +44,7 @@ from sidewatch.ingest.producers.base import (
     RunEnd,
     plan,
 )
+from sidewatch.ingest.tracectx import trace_facts
 
 if TYPE_CHECKING:
     from ag_ui.core import RunAgentInput
@@ -237,6 +238,7 @@ class AguiGrammar:
             )
         for d in self._after_resume:
             facts += d.input(self, inp, thread, run, at, seq)
+        facts += trace_facts(obj, thread, run, at, seq)
         self._set_ctx(thread, run)
         if obj.get("timestamp") is None:
             start = len(self.facts)
@@ -257,6 +259,7 @@ class AguiGrammar:
                 run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=self.seq_base + n
             )
         )
+        self.facts.extend(trace_facts(obj, thread, run, at, self.seq_base + n))
         return LineKind.RUN
 
     def _time_input(self, thread: str, run: str, obj: dict[str, Any]) -> None:

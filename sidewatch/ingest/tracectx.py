@@ -1,0 +1,90 @@
+"""A run's W3C trace context: `traceparent` and `tracestate`, top-level fields of a
+`RunAgentInput` or `RUN_STARTED` line (a tee adds them from the run's request, the tap from
+its headers or the agent's active OpenTelemetry span).
+
+They are identifiers, not content: the trace id and span id of the run's request, and the
+vendors' opaque `tracestate` entries. A value that is not one (W3C Trace Context, level 1) is
+ignored with the finding `trace_context_malformed`, never a reject of the line: a tracing
+mistake of the producer costs its trace, never its approvals. A malformed `tracestate` beside a
+valid `traceparent` is dropped alone (the specification's own rule). A `tracestate` without a
+`traceparent` means nothing and is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sidewatch.core.facts import Fact, FindingFact, RunTraceFact
+from sidewatch.core.vocab import FindingRule
+
+TRACESTATE_MAX = 512  # what every vendor must propagate; the store's column
+TRACESTATE_MEMBERS = 32
+# version 00 exactly; a later version (not ff) may append fields after a `-`
+_PARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?\Z", re.S)
+_ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
+_KEY = re.compile(
+    r"(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})\Z"
+)
+_VALUE = re.compile(r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]\Z")
+
+
+def valid_traceparent(value: object) -> bool:
+    """Whether `value` is a W3C `traceparent` (version 00, or a later one read as 00)."""
+    if not isinstance(value, str):
+        return False
+    m = _PARENT.match(value)
+    if m is None:
+        return False
+    version, trace, span, _, rest = m.groups()
+    if version == "ff" or trace == _ZERO_TRACE or span == _ZERO_SPAN:
+        return False
+    return rest is None if version == "00" else True
+
+
+def valid_tracestate(value: object) -> bool:
+    """Whether `value` is a W3C `tracestate` list (at most 32 members, 512 characters)."""
+    if not isinstance(value, str) or len(value) > TRACESTATE_MAX:
+        return False
+    members = [m.strip(" \t") for m in value.split(",")]
+    members = [m for m in members if m]
+    if len(members) > TRACESTATE_MEMBERS:
+        return False
+    keys: set[str] = set()
+    for member in members:
+        key, eq, val = member.partition("=")
+        if not eq or _KEY.match(key) is None or _VALUE.match(val) is None or key in keys:
+            return False
+        keys.add(key)
+    return True
+
+
+def trace_facts(obj: dict[str, Any], thread: str, run: str, at: int, seq: int) -> list[Fact]:
+    """The run's trace context on line `obj`, or the finding that it is malformed; none when
+    the line carries no `traceparent` (the common case: one dictionary lookup)."""
+    parent = obj.get("traceparent")
+    if parent is None:
+        return []
+    finding = FindingFact(
+        rule=FindingRule.TRACE_CONTEXT_MALFORMED, at=at, seq=seq, thread_id=thread, run_id=run
+    )
+    if not valid_traceparent(parent):
+        return [finding]
+    state = obj.get("tracestate")
+    out: list[Fact] = []
+    if state is not None and not valid_tracestate(state):
+        out.append(finding)
+        state = None
+    # Version 00's fields only: a later version's extra fields are not kept.
+    out.append(
+        RunTraceFact(
+            thread_id=thread,
+            run_id=run,
+            traceparent=str(parent)[:55],
+            tracestate=state or None,
+            at=at,
+            seq=seq,
+        )
+    )
+    return out
