@@ -60,31 +60,42 @@ def valid_tracestate(value: object) -> bool:
     return True
 
 
-def trace_facts(obj: dict[str, Any], thread: str, run: str, at: int, seq: int) -> list[Fact]:
-    """The run's trace context on line `obj`, or the finding that it is malformed; none when
-    the line carries no `traceparent` (the common case: one dictionary lookup)."""
-    parent = obj.get("traceparent")
-    if parent is None:
-        return []
-    finding = FindingFact(
+class TraceReader:
+    """A unit's reading of trace contexts: a run's context is read once a unit (its input and
+    its `RUN_STARTED` usually carry the same one; the first one stored wins anyway)."""
+
+    def __init__(self) -> None:
+        self.read: set[tuple[str, str]] = set()  # (thread, run) whose context this unit read
+
+    def facts(self, obj: dict[str, Any], thread: str, run: str, at: int, seq: int) -> list[Fact]:
+        """The run's trace context on line `obj`, or the finding that it is malformed; none
+        when the line carries no `traceparent` (the common case: one dictionary lookup)."""
+        parent = obj.get("traceparent")
+        if parent is None or (thread, run) in self.read:
+            return []
+        if not valid_traceparent(parent):
+            return [_malformed(thread, run, at, seq)]
+        self.read.add((thread, run))
+        state = obj.get("tracestate")
+        out: list[Fact] = []
+        if state is not None and not valid_tracestate(state):
+            out.append(_malformed(thread, run, at, seq))
+            state = None
+        # Version 00's fields only: a later version's extra fields are not kept.
+        out.append(
+            RunTraceFact(
+                thread_id=thread,
+                run_id=run,
+                traceparent=str(parent)[:55],
+                tracestate=state or None,
+                at=at,
+                seq=seq,
+            )
+        )
+        return out
+
+
+def _malformed(thread: str, run: str, at: int, seq: int) -> FindingFact:
+    return FindingFact(
         rule=FindingRule.TRACE_CONTEXT_MALFORMED, at=at, seq=seq, thread_id=thread, run_id=run
     )
-    if not valid_traceparent(parent):
-        return [finding]
-    state = obj.get("tracestate")
-    out: list[Fact] = []
-    if state is not None and not valid_tracestate(state):
-        out.append(finding)
-        state = None
-    # Version 00's fields only: a later version's extra fields are not kept.
-    out.append(
-        RunTraceFact(
-            thread_id=thread,
-            run_id=run,
-            traceparent=str(parent)[:55],
-            tracestate=state or None,
-            at=at,
-            seq=seq,
-        )
-    )
-    return out
