@@ -105,7 +105,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(QUIET_EDITABLE) $(PY) -m pip install -q -e '.[test,postgres,nats]'
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e '.[test,postgres,nats,otel]'
 	touch $@ $(VENV)/.installed
 
 producer-venvs: $(PRODUCER_VENVS) ## the producers' own virtual environments (tests/producers)

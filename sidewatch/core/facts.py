@@ -81,6 +81,19 @@ class RunFact:
     seq: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunTraceFact:
+    """The W3C trace context of run `run_id`'s request (`traceparent`, `tracestate` on its
+    input or `RUN_STARTED`): identifiers only, read by the trace exporter, never by the model."""
+
+    thread_id: str
+    run_id: str
+    traceparent: str
+    tracestate: str | None
+    at: int
+    seq: int
+
+
 VIA_EDITED = "resume_edited"  # an answer's `via`: an accept carrying `editedArgs`
 # A `role: "tool"` message answering a call (ADK's confirmation, a frontend-tool wait): only
 # the first one for an id counts, later inputs repeat it in their history.
@@ -250,6 +263,7 @@ Fact = (
     | ServiceBeatFact
     | ServiceBindFact
     | SubagentFact
+    | RunTraceFact
 )
 
 

@@ -65,3 +65,4 @@ class FindingRule(StrEnum):
     RESUME_REJECTED = "resume_rejected"
     ROUTE_CHANNEL_INVALID = "route_channel_invalid"
     RUN_IGNORES_OPEN_INTERRUPT = "run_ignores_open_interrupt"
+    TRACE_CONTEXT_MALFORMED = "trace_context_malformed"

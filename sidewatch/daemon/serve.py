@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,6 +51,7 @@ from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
 from sidewatch.store.db import Limits, open_store, require_head
 from sidewatch.store.lease import AuditLease
 from sidewatch.store.repo import Store
+from sidewatch.store.traces import run_traces
 
 if TYPE_CHECKING:
     from sidewatch.daemon.jetstream import JetStreamIngest
@@ -95,7 +97,7 @@ class Daemon:
                 self.engine.dispose()
                 raise
         self.store = Store(self.engine, config.heartbeat_gap_ms)
-        traces = from_environment(os.environ)
+        traces = from_environment(os.environ, partial(run_traces, self.engine))
         self.tracer_provider = traces[1] if traces else None
         # Held 1.25 intervals and renewed every half interval (2.5 renewals per lease); a
         # standby also claims every half interval, so it takes over within 1.75 intervals of

@@ -6,29 +6,108 @@ On when the standard variables say so (`OTEL_TRACES_EXPORTER=otlp|console`, and 
 `OTEL_RESOURCE_ATTRIBUTES`. A span is written when its wait closes, so a wait open across a
 restart still gets exactly one. Attributes are identities and codes only, never content; no
 metrics are sent this way (Prometheus has them).
+
+Joined to the agent's trace (docs/tracing.md): when the asking run's request carried a W3C
+trace context (`traceparent` on its input or `RUN_STARTED`, kept per run), the wait's span is
+a child of that run's span (same trace id), and links the span of every later run that
+answered it, continued it or moved past it; a wait whose asking run had none keeps a root
+span of its own. The sampler is the SDK's (`OTEL_TRACES_SAMPLER`, default parent-based: a
+wait in a trace the agent did not sample is not sampled either). The OTLP exporter speaks
+`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`: `http/protobuf`
+(the default) or `grpc`, each from the `[otel]` extra.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    Tracer,
+    TraceState,
+    set_span_in_context,
+)
 
 from sidewatch import __version__
-from sidewatch.core.model import Verdict, WaitEvidence
+from sidewatch.core.model import Decision, RunEvent, Verdict, WaitEvidence
 
 log = logging.getLogger("sidewatch.otel")
 NS_PER_MS = 1_000_000
 MAX_MS = (2**64 - 1) // NS_PER_MS  # OTLP times are unsigned 64-bit nanoseconds (to 2554)
+PROTOCOLS = ("http/protobuf", "grpc")
+ANSWERED = "answered"  # a link's `sidewatch.approval.link`: the run's input answered the wait
+LATER_RUN = "later_run"  # a later run of the thread that continued it or moved past it
+
+RunTrace = tuple[str, str | None]  # (traceparent, tracestate), as ingest kept them
+# The trace contexts of runs of a thread, by run id (store.traces.run_traces, bound to a store)
+TraceLookup = Callable[[str, Collection[str]], Mapping[str, RunTrace]]
+
+
+def span_context(trace: RunTrace) -> SpanContext | None:
+    """The remote span a kept `traceparent` (and `tracestate`) names; None if it names none."""
+    parent, state = trace
+    try:
+        trace_id, span_id, flags = int(parent[3:35], 16), int(parent[36:52], 16), parent[53:55]
+        context = SpanContext(
+            trace_id=trace_id,
+            span_id=span_id,
+            is_remote=True,
+            trace_flags=TraceFlags(int(flags, 16) & TraceFlags.SAMPLED),
+            trace_state=TraceState.from_header([state]) if state else TraceState(),
+        )
+    except ValueError:
+        return None
+    return context if context.is_valid else None
+
+
+def linked_runs(ev: WaitEvidence) -> dict[str, str]:
+    """The later runs of the wait, in the order the evidence met them: each that answered it
+    (`answered`), and each that continued it or moved past it (`later_run`)."""
+    runs: dict[str, str] = {}
+    for item in ev.items:
+        if isinstance(item, Decision) and item.run_id is not None:
+            runs[item.run_id] = ANSWERED
+        elif isinstance(item, RunEvent):
+            runs.setdefault(item.run_id, LATER_RUN)
+    runs.pop(ev.run_id, None)
+    return runs
 
 
 class WaitSpans:
-    def __init__(self, tracer: Tracer) -> None:
+    def __init__(self, tracer: Tracer, traces: TraceLookup | None = None) -> None:
         self.tracer = tracer
+        self.traces = traces  # None: every wait's span is a root (no store to ask)
+
+    def _joined(self, ev: WaitEvidence) -> tuple[Context | None, list[Link]]:
+        """The wait's parent context (its asking run's span) and its links, as far as the runs
+        carried a trace context; a failed look-up writes the span as a root, with a warning."""
+        if self.traces is None:
+            return None, []
+        runs = linked_runs(ev)
+        try:
+            found = self.traces(ev.thread_id, (ev.run_id, *runs))
+        except Exception:
+            log.warning("trace context of wait %s not read: a root span", ev.request_id)
+            return None, []
+        asking = found.get(ev.run_id)
+        parent = span_context(asking) if asking else None
+        links = []
+        for run, role in runs.items():
+            trace = found.get(run)
+            context = span_context(trace) if trace else None
+            if context is not None:
+                attributes = {"sidewatch.approval.run_id": run, "sidewatch.approval.link": role}
+                links.append(Link(context, attributes))
+        return (set_span_in_context(NonRecordingSpan(parent)) if parent else None), links
 
     def on_closed(self, ev: WaitEvidence, v: Verdict) -> None:
         """Write the wait's span: requested → closed, one event per transition. A time no
@@ -56,10 +135,13 @@ class WaitSpans:
             attributes["gen_ai.tool.call.id"] = ev.tool_call_id
         if v.facts.action_digest:
             attributes["sidewatch.approval.action_digest"] = v.facts.action_digest
+        parent, links = self._joined(ev)
         span = self.tracer.start_span(
             f"approval {ev.action or ev.reason or 'wait'}",
+            context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
+            links=links,
             start_time=ev.requested_at * NS_PER_MS,
         )
         for t in v.transitions:
@@ -74,23 +156,56 @@ class WaitSpans:
         span.end(end_time=v.since * NS_PER_MS)
 
 
-def from_environment(env: Mapping[str, str]) -> tuple[WaitSpans, TracerProvider] | None:
-    """The spans hook, when the OTEL_* variables ask for traces; None otherwise."""
+def protocol_of(env: Mapping[str, str]) -> str:
+    """The OTLP protocol the variables ask for: the traces' own, else the general one, else
+    `http/protobuf` (the OpenTelemetry default)."""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = env.get(name, "").strip().lower()
+        if value:
+            return value
+    return "http/protobuf"
+
+
+def otlp_exporter(protocol: str) -> SpanExporter | None:
+    """The OTLP span exporter of `protocol` (from the `[otel]` extra); None, logged, when the
+    protocol is not one sidewatch speaks or its exporter is not installed."""
+    if protocol not in PROTOCOLS:
+        log.error(
+            "OTLP protocol %r is not supported (grpc or http/protobuf): no traces", protocol[:32]
+        )
+        return None
+    try:  # optional: pip install 'sidewatch[otel]'
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
+                OTLPSpanExporter as Grpc,
+            )
+
+            return Grpc()
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter as Http,
+        )
+
+        return Http()
+    except ImportError:
+        log.error("OTLP over %s needs: pip install 'sidewatch[otel]'", protocol)
+        return None
+
+
+def from_environment(
+    env: Mapping[str, str], traces: TraceLookup | None = None
+) -> tuple[WaitSpans, TracerProvider] | None:
+    """The spans hook, when the OTEL_* variables ask for traces; None otherwise. `traces`
+    reads the runs' trace contexts (the daemon binds it to its store)."""
     if env.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return None
     kind = env.get("OTEL_TRACES_EXPORTER", "none").strip().lower()
-    exporter: SpanExporter
+    exporter: SpanExporter | None
     if kind == "console":
         exporter = ConsoleSpanExporter()
     elif kind == "otlp":
-        try:  # optional: pip install 'sidewatch[otel]'
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
-                OTLPSpanExporter,
-            )
-        except ImportError:
-            log.error("OTEL_TRACES_EXPORTER=otlp needs: pip install 'sidewatch[otel]'")
+        exporter = otlp_exporter(protocol_of(env))
+        if exporter is None:
             return None
-        exporter = OTLPSpanExporter()
     else:
         return None
     attributes = {"service.version": __version__}
@@ -98,4 +213,4 @@ def from_environment(env: Mapping[str, str]) -> tuple[WaitSpans, TracerProvider]
         attributes["service.name"] = "sidewatch"
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return WaitSpans(provider.get_tracer("sidewatch", __version__)), provider
+    return WaitSpans(provider.get_tracer("sidewatch", __version__), traces), provider

@@ -44,6 +44,7 @@ from sidewatch.ingest.producers.base import (
     RunEnd,
     plan,
 )
+from sidewatch.ingest.tracectx import TraceReader
 
 if TYPE_CHECKING:
     from ag_ui.core import RunAgentInput
@@ -67,6 +68,7 @@ class AguiGrammar:
         self.seq_base = seq_base
         self.labels = labels  # the policies' own decision labels (`decisions:`)
         self.facts: list[Fact] = []
+        self._traces = TraceReader()  # the runs' W3C trace contexts (ingest.tracectx)
         self.dialects = tuple(dialects)
         # each hook is called only on the dialects that have it, in their order
         ds = self.dialects
@@ -237,6 +239,7 @@ class AguiGrammar:
             )
         for d in self._after_resume:
             facts += d.input(self, inp, thread, run, at, seq)
+        facts += self._traces.facts(obj, thread, run, at, seq)
         self._set_ctx(thread, run)
         if obj.get("timestamp") is None:
             start = len(self.facts)
@@ -257,6 +260,7 @@ class AguiGrammar:
                 run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=self.seq_base + n
             )
         )
+        self.facts.extend(self._traces.facts(obj, thread, run, at, self.seq_base + n))
         return LineKind.RUN
 
     def _time_input(self, thread: str, run: str, obj: dict[str, Any]) -> None:

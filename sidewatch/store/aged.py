@@ -29,6 +29,7 @@ EVIDENCE_TABLES = (
     "service_binding",
     "finding",
     "subagent",
+    "run_trace",
 )
 # A row of such evidence (`t`): its thread announced no wait; a signal's, nor its requestId.
 NO_WAIT = "NOT EXISTS (SELECT 1 FROM interrupt i WHERE i.thread_id = t.thread_id)"

@@ -33,6 +33,7 @@ RUN_TABLES = (
     "tool_result",
     "heartbeat",
     "subagent",
+    "run_trace",
 )  # and finding, counted by the caller
 _QUEUE = "INSERT INTO prune_retry (thread_id) VALUES (?) ON CONFLICT (thread_id) DO NOTHING"
 _DEQUEUE = "DELETE FROM prune_retry WHERE thread_id = ?"

@@ -152,6 +152,21 @@ RunRow = Table(
     Index("ix_run_fact_thread_at", "thread_id", "at"),
 )
 
+# A run's W3C trace context (0024): the `traceparent` and `tracestate` of its request, as its
+# input or `RUN_STARTED` carried them (the first one stored wins). Identifiers only: the trace
+# exporter parents a wait's span on its asking run's and links the runs that answered it.
+RunTraceRow = Table(
+    "run_trace",
+    metadata,
+    _id(),
+    _text("thread_id", 256),
+    _text("run_id", 256),
+    _text("traceparent", 55),
+    _text("tracestate", 512, null=True),
+    *_at_seq(),
+    UniqueConstraint("thread_id", "run_id", name="uq_run_trace_key"),
+)
+
 AnswerRow = Table(
     "answer",
     metadata,

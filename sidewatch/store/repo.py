@@ -21,6 +21,7 @@ from sidewatch.core.facts import (
     InterruptFact,
     LegacyResumeFact,
     RunFact,
+    RunTraceFact,
     ServiceBeatFact,
     ServiceBindFact,
     SignalFact,
@@ -47,6 +48,7 @@ from sidewatch.store.models import (
     LineCount,
     RejectRow,
     RunRow,
+    RunTraceRow,
     SignalRow,
     SubagentRow,
     ToolCallRow,
@@ -81,6 +83,7 @@ _TABLES: dict[type, Table] = {
     SignalFact: table_of(SignalRow),
     FindingFact: table_of(FindingRow),
     SubagentFact: table_of(SubagentRow),
+    RunTraceFact: table_of(RunTraceRow),
 }
 _FIELDS = {t: tuple(f.name for f in fields(t)) for t in _TABLES}
 

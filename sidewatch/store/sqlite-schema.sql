@@ -1,4 +1,4 @@
--- revision: 0023
+-- revision: 0024
 -- written by `python -m sidewatch.store.newstore` from the migrations: do not edit
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
@@ -272,6 +272,17 @@ CREATE TABLE settled_wait (
  WITHOUT ROWID
 
 ;
+CREATE TABLE run_trace (
+	id INTEGER NOT NULL, 
+	thread_id VARCHAR(256) NOT NULL, 
+	run_id VARCHAR(256) NOT NULL, 
+	traceparent VARCHAR(55) NOT NULL, 
+	tracestate VARCHAR(512), 
+	at BIGINT NOT NULL, 
+	seq BIGINT NOT NULL, 
+	PRIMARY KEY (id), 
+	CONSTRAINT uq_run_trace_key UNIQUE (thread_id, run_id)
+);
 CREATE INDEX ix_finding_thread_id ON finding (thread_id);
 CREATE INDEX ix_signal_ref ON signal (thread_id, interrupt_id);
 CREATE INDEX ix_signal_request_id ON signal (request_id);

@@ -73,6 +73,7 @@ _DATED = {
     "service_binding": "at",
     "finding": "at",
     "subagent": "at",
+    "run_trace": "at",
     "wait_state": "requested_at",
     "transition": "at",  # a recording's last transition's (0020): its earlier ones' are not
 }

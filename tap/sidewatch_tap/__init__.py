@@ -21,6 +21,10 @@ thread, for chat-style approval); when the client had left (`http.disconnect`) o
 raised, a failed one. A deployment that routes approvals elsewhere passes `delivery=False` and
 reports its own routes (`sidewatch_tap.evidence`).
 
+It carries each run's W3C trace context (`sidewatch_tap.tracing`): the active OpenTelemetry
+span's where the app is instrumented (the instrumentation installed around the tap), else the
+request's `traceparent` header, so sidewatch writes the wait's span into the agent's trace.
+
 And it reports liveness (`heartbeat=True`, the default; `sidewatch_tap.live`): one
 `sidewatch.heartbeat` for the service instance every `heartbeat_seconds` while the process runs,
 (from the app's startup, or the first wait it raised), and a binding of each wait it raised to
@@ -44,6 +48,7 @@ from sidewatch_tap.live import HEARTBEAT_SECONDS, Liveness, durable_of
 from sidewatch_tap.reduce import skipped_by_head
 from sidewatch_tap.sender import Tap
 from sidewatch_tap.sse import Framer
+from sidewatch_tap.tracing import TraceContext, active_span_context, request_context
 
 __all__ = ["Evidence", "Liveness", "Tap", "TapMiddleware", "durable_of", "tap_events"]
 
@@ -129,13 +134,16 @@ class TapMiddleware:
             return await client.receive()
 
         mirror: _StreamMirror | None = None
+        # The run's trace context: the active span now (the instrumentation's server span
+        # around the tap), else the request's headers (sidewatch_tap.tracing).
+        context = request_context(scope)
 
         async def tee(message: Message) -> None:
             nonlocal mirror
             shown: list[tuple[str, str, str | None]] = []  # interrupts first carried by it
             try:
                 if message.get("type") == "http.response.start":
-                    mirror = self._mirror(scope, message, body if complete else None)
+                    mirror = self._mirror(scope, message, body if complete else None, context)
                     if mirror is not None and self.delivery:
                         client.watch()
                 elif mirror is not None and message.get("type") == "http.response.body":
@@ -203,8 +211,11 @@ class TapMiddleware:
                 value["error"] = "client_disconnected"
             self.tap.record_line(evidence_line("route", value))
 
-    def _mirror(self, scope: Scope, start: Message, body: bytes | None) -> _StreamMirror | None:
-        """A mirror for an AG-UI response, None for any other."""
+    def _mirror(
+        self, scope: Scope, start: Message, body: bytes | None, context: TraceContext
+    ) -> _StreamMirror | None:
+        """A mirror for an AG-UI response, None for any other. The run's trace `context` goes
+        on its input, or, when the input was not mirrored, on its `RUN_STARTED`."""
         status = start.get("status", 200)
         kind = b""
         for name, value in start.get("headers") or ():
@@ -218,10 +229,14 @@ class TapMiddleware:
         if body is None:
             self.unmirrored += 1
         else:
-            ids = self._record_input(body)
-        return _StreamMirror(self.tap, ids, Framer(sse=sse, limit=self.max_event_bytes))
+            ids = self._record_input(body, context)
+        mirror = _StreamMirror(self.tap, ids, Framer(sse=sse, limit=self.max_event_bytes))
+        mirror.context = {} if ids[0] is not None else context
+        return mirror
 
-    def _record_input(self, body: bytes) -> tuple[str | None, str | None]:
+    def _record_input(
+        self, body: bytes, context: TraceContext | None = None
+    ) -> tuple[str | None, str | None]:
         try:
             value = json.loads(body)
         except Exception:  # not JSON, or nested past the recursion limit: not an AG-UI input
@@ -231,7 +246,7 @@ class TapMiddleware:
             return None, None
         thread, run = value.get("threadId"), value.get("runId")
         if isinstance(thread, str) and isinstance(run, str) and "messages" in value:
-            self.tap.record(value, None, None)
+            self.tap.record({**value, **context} if context else value, None, None)
             return thread, run
         return None, None
 
@@ -314,6 +329,7 @@ class _StreamMirror:
         self.framer = framer
         self.interrupts: set[tuple[str, str]] = set()
         self.confirmations: set[str] = set()  # ADK confirmation calls started, by id
+        self.context: TraceContext = {}  # the run's trace context, for its RUN_STARTED
 
     def feed(self, chunk: bytes) -> list[tuple[str, str, str | None]]:
         return self._events(self.framer.feed(chunk))
@@ -337,6 +353,8 @@ class _StreamMirror:
                 if event.get("type") == "RUN_STARTED":
                     self.thread = event.get("threadId", self.thread)
                     self.run = event.get("runId", self.run)
+                    if self.context and "traceparent" not in event:
+                        event = {**event, **self.context}
                 self.tap.record(event, self.thread, self.run)
                 shown.extend(self._interrupts(event))
         return shown
@@ -374,13 +392,14 @@ class _StreamMirror:
 async def tap_events(
     events: AsyncIterator[Any], tap: Tap, run_input: Any = None
 ) -> AsyncIterator[Any]:
-    """Yield `events` unchanged, mirroring each (pydantic models or dicts) to the tap."""
+    """Yield `events` unchanged, mirroring each (pydantic models or dicts) to the tap. The
+    input goes with the trace context of the OpenTelemetry span active at the call, if any."""
     thread = run = None
     if run_input is not None:
         with contextlib.suppress(Exception):
             data = _plain(run_input)
             thread, run = data.get("threadId"), data.get("runId")
-            tap.record(data, None, None)
+            tap.record({**data, **active_span_context()}, None, None)
     async for event in events:
         with contextlib.suppress(Exception):
             tap.record(_plain(event), thread, run)

@@ -6,7 +6,8 @@ sent, and is recognised from the head of its bytes without being parsed where th
 `type` first (it always does). Of the events that are sent, content is replaced or left out:
 tool results, error messages, run and subagent results, interrupt messages, subagent
 descriptions. Of a `RunAgentInput`, only the
-ids, the answers (`resume[]`, `forwardedProps.command.resume`, ADK confirmation tool messages,
+ids, the run's trace context (`traceparent`, `tracestate`: identifiers), the answers
+(`resume[]`, `forwardedProps.command.resume`, ADK confirmation tool messages,
 and with `frontend_tools` the tool messages of those tools) reduced to what decides them.
 Tool-call arguments (and an answer's `editedArgs`) are sent: the action digest is computed
 from them in the daemon, which holds them in memory only.
@@ -19,6 +20,8 @@ import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
+
+from sidewatch_tap.tracing import kept
 
 SENT = frozenset(
     {
@@ -74,6 +77,8 @@ def reduce_event(
     if not isinstance(kind, str) or kind not in SENT:
         return None
     out = {k: event[k] for k in (*_COMMON, *_FIELDS[kind]) if k in event}
+    if kind == "RUN_STARTED":
+        kept(event, out)  # the run's trace context, added by a tee (identifiers only)
     if kind == "RUN_STARTED" and isinstance(event.get("input"), dict):
         run_input = reduce_input(event["input"], frontend_tools)
         if run_input is not None:
@@ -107,6 +112,7 @@ def reduce_input(
         out["parentRunId"] = value["parentRunId"]
     if isinstance(value.get("timestamp"), int):
         out["timestamp"] = value["timestamp"]
+    kept(value, out)  # the run's trace context (sidewatch_tap.tracing)
     resume = value.get("resume")
     if isinstance(resume, list):
         out["resume"] = [_resume_entry(e) for e in resume if isinstance(e, dict)]

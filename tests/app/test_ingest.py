@@ -135,6 +135,7 @@ FACT_TABLES = (
     "interrupt",
     "legacy_resume",
     "run_fact",
+    "run_trace",
     "signal",
     "subagent",
     "tool_call",

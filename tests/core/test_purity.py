@@ -70,6 +70,9 @@ LIBRARIES = {
     },
     "cli": {"click", "orjson", "sqlalchemy"},
 }
+# Libraries a layer may use where they are installed, never requiring them: each import of one
+# sits in a `try` whose handler catches its absence (the tap: an app's OpenTelemetry span).
+OPTIONAL = {"tap": {"opentelemetry"}}
 SHARED = {"config", "config_schema", "errors"}  # the modules beside the layers, importable anywhere
 
 
@@ -81,6 +84,28 @@ def _imports(path: Path) -> list[str]:
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.append(node.module)
+    return names
+
+
+def _guarded_imports(path: Path) -> set[str]:
+    """The imports of a module inside a `try` that catches ImportError (or any Exception)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Try):
+            continue
+        caught = {
+            n.id
+            for h in node.handlers
+            for n in ast.walk(h.type)
+            if h.type is not None and isinstance(n, ast.Name)
+        }
+        if not caught & {"ImportError", "ModuleNotFoundError", "Exception"}:
+            continue
+        for inner in (n for stmt in node.body for n in ast.walk(stmt)):
+            if isinstance(inner, ast.Import):
+                names.update(a.name for a in inner.names)
+            elif isinstance(inner, ast.ImportFrom) and inner.module and inner.level == 0:
+                names.add(inner.module)
     return names
 
 
@@ -187,8 +212,11 @@ def test_each_layer_imports_only_the_libraries_listed_for_it() -> None:
     bad = []
     for layer, libraries in LIBRARIES.items():
         for p in (PACKAGE / layer).rglob("*.py"):
+            guarded = _guarded_imports(p)
             for name in _imports(p):
                 top = name.split(".")[0]
+                if top in OPTIONAL.get(layer, set()) and name in guarded:
+                    continue
                 if top not in {*sys.stdlib_module_names, "sidewatch", *libraries}:
                     bad.append(f"{p.relative_to(PACKAGE)}: {name}")
 
@@ -206,10 +234,22 @@ def test_the_tap_imports_only_the_standard_library_and_itself() -> None:
         for p in TAP.rglob("*.py")
         for name in _imports(p)
         if name.split(".")[0] not in {*sys.stdlib_module_names, "sidewatch_tap"}
+        and not (name.split(".")[0] in OPTIONAL["tap"] and name in _guarded_imports(p))
     ]
 
     assert [] == bad
     assert (TAP / "__init__.py").is_file()
+
+
+def test_an_optional_library_imported_without_a_guard_is_caught(tmp_path: Path) -> None:
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(
+        "try:\n    from opentelemetry import trace\nexcept ImportError:\n    trace = None\n"
+    )
+    bare = tmp_path / "bare.py"
+    bare.write_text("from opentelemetry import trace\n")
+
+    assert ({"opentelemetry"}, set()) == (_guarded_imports(guarded), _guarded_imports(bare))
 
 
 def test_every_package_of_sidewatch_is_a_layer_with_its_allowlists() -> None:

@@ -51,6 +51,7 @@ TABLES = {
     "thread_checkpoint",
     "settled_wait",
     "running_total",
+    "run_trace",
 }
 
 
