@@ -22,7 +22,9 @@ from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.ingest.producers.captures import NOW, QUIET, Verdicts, capture, verdicts
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "interpretations.md"
+DOCS = (
+    Path(__file__).resolve().parents[3] / "docs/internals/interpretations/producers-agno-mastra.md"
+)
 
 
 def recipe() -> Config:
