@@ -20,6 +20,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from sidewatch import __version__
 from sidewatch.core.model import Verdict, WaitEvidence
+from sidewatch.errors import install_hint
 
 log = logging.getLogger("sidewatch.otel")
 NS_PER_MS = 1_000_000
@@ -83,12 +84,12 @@ def from_environment(env: Mapping[str, str]) -> tuple[WaitSpans, TracerProvider]
     if kind == "console":
         exporter = ConsoleSpanExporter()
     elif kind == "otlp":
-        try:  # optional: pip install 'sidewatch[otel]'
+        try:  # optional: the otel extra
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
                 OTLPSpanExporter,
             )
         except ImportError:
-            log.error("OTEL_TRACES_EXPORTER=otlp needs: pip install 'sidewatch[otel]'")
+            log.error("OTEL_TRACES_EXPORTER=otlp needs: %s", install_hint("otel"))
             return None
         exporter = OTLPSpanExporter()
     else:
