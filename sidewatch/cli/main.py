@@ -249,6 +249,7 @@ def serve(
         access_log,
         migrate=not no_migrate,
         reread=reread,
+        config_path=config_path,
     )
 
 
