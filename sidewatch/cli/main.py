@@ -55,7 +55,8 @@ def cli() -> None:
 
     \b
     Try it:   sidewatch demo
-    Feed it:  sidewatch ingest examples/traffic.ndjson
+    Feed it:  sidewatch demo --ingest   (the demo's traffic, its times moved to now)
+              sidewatch ingest FILE     (examples/traffic.ndjson is dated 26 July 2026)
     Ask it:   sidewatch audit --open
     """
 

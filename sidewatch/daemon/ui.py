@@ -109,16 +109,18 @@ nav{margin-bottom:8px;font-size:14px}a{color:#0969da}.big{font-size:22px;margin:
 .ev-never-reported strong{color:#6e7781;font-style:italic}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;white-space:pre-wrap;
  word-break:break-all;font:13px ui-monospace,Menlo,Consolas,monospace}
-main.wide{max-width:1400px}.scroll{overflow-x:auto}table.waits code{word-break:normal;overflow-wrap:normal}
-table.waits .seg,table.waits td.action code{white-space:nowrap}table.waits time .seg{display:block}
+main.wide{max-width:1400px}.scroll{overflow-x:auto}
+table.waits code{word-break:normal;overflow-wrap:normal}
+table.waits .seg,table.waits td.action code{white-space:nowrap}
+table.waits time .seg{display:block}
 """)
-# The list's ids and action names never break inside a word, and its nine columns get the
-# width of a 1280 px screen (wider than the report's reading width), its times in two lines;
-# a name longer than all that scrolls the table inside its box, never the page. The report's `break-all` (for
+# The list's ids and action names never break inside a word. The report's `break-all` (for
 # values in its narrow cells) is undone for them: an id is laid out as its parts between "/"
 # and "@", each kept whole (a hyphen inside one is no break either), with a <wbr> after the
-# "/" and before the "@run"; an action name is kept whole. The table's columns are then at
-# least their longest part wide, and the table widens those rather than cut a word.
+# "/" and before the "@run"; an action name is kept whole. Its nine columns get the width of a
+# 1280 px screen (wider than the report's reading width) and its times take two lines, so the
+# reference ids fit on one; a name longer than all that scrolls the table inside its box,
+# never the page.
 
 
 def _breakable(request_id: str) -> Markup:

@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from tests.daemon.test_e2e import (
     _stop,
     _wait_for,
 )
+from tests.daemon.test_nats import NATS_URL, Stream, _js, _message, _publish
 
 ROOT = Path(__file__).resolve().parents[2]
 NDJSON = {"content-type": "application/x-ndjson"}
@@ -93,6 +95,40 @@ def test_what_is_posted_is_audited_within_two_seconds_not_at_the_next_interval(
         assert listed == exported
     finally:
         _stop(server)
+
+
+@pytest.fixture
+def jetstream() -> Iterator[Stream]:
+    name = f"SWTEST_{uuid.uuid4().hex[:12]}"
+    subject = f"swtest.{name.lower()}"
+    _js(lambda js: js.add_stream(name=name, subjects=[f"{subject}.>"]))
+    yield Stream(name, subject)
+    _js(lambda js: js.delete_stream(name))
+
+
+def test_what_jetstream_delivers_is_audited_within_two_seconds_too(
+    tmp_path: Path, jetstream: Stream
+) -> None:
+    server = _start(
+        tmp_path,
+        f"sqlite:///{tmp_path / 'sw.db'}",
+        interval="60s",
+        extra=f"nats: {{url: '{NATS_URL}', stream: {jetstream.name}, "
+        f"subject: '{jetstream.subject}.>', batch: 8, ackWait: 2s, retryDelay: 300ms}}\n",
+    )
+    try:
+        assert _wait_for(lambda: "audit every" in server.log.read_text())
+        time.sleep(1)  # the start's tick is done: only a prompt one can audit what follows
+        _publish(jetstream, _message(0))
+        published = time.monotonic()
+
+        audited = _wait_for(lambda: _audited(server, 1), PROMPT + 1)
+        took = time.monotonic() - published
+    finally:
+        _stop(server)
+
+    assert audited
+    assert took < PROMPT + 1  # the consumer's fetch, then the prompt tick
 
 
 def test_a_burst_of_posts_makes_a_tick_a_second_at_most(tmp_path: Path) -> None:
