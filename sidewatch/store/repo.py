@@ -126,12 +126,14 @@ class UnitWriter:
         """Stores the unit's facts and counts; True when every fact was already stored (a
         unit delivered again): its lines are then counted as kind `redelivered`, not as new."""
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
-        facts = [*facts, *self._unannounced(facts)]
         inserted = 0
         beats: list[ServiceBeatFact] = []
         bindings: list[ServiceBindFact] = []
         heartbeats: list[HeartbeatFact] = []
         try:
+            # Its look-up is the unit's first statement: a value the driver refuses is refused
+            # there, as the unit's, like any other of its values.
+            facts = [*facts, *self._unannounced(facts)]
             for fact in facts:
                 if isinstance(fact, HeartbeatFact):
                     heartbeats.append(fact)
