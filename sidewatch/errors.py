@@ -67,3 +67,49 @@ class StoreRefused(InputError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def install_hint(extra: str) -> str:
+    """The command that adds the optional `extra` (postgres, nats, otel) to the running
+    installation, as pip recorded it (`direct_url.json`)."""
+    import sys  # noqa: PLC0415 - only when a hint is said
+    from importlib.metadata import distributions  # noqa: PLC0415
+
+    # The installation pip recorded, not a build's `sidewatch.egg-info` left in the working
+    # directory (which comes first on sys.path and records nothing); none when run from a
+    # source tree on PYTHONPATH.
+    recorded = next(
+        (
+            text
+            for dist in distributions(name="sidewatch")
+            if (text := dist.read_text("direct_url.json")) is not None
+        ),
+        None,
+    )
+    return hint_for(extra, recorded, sys.prefix)
+
+
+def hint_for(extra: str, direct_url: str | None, prefix: str) -> str:
+    """`install_hint` of an installation: a checkout installed editable (`make run`'s .venv)
+    gets its own `pip install -e`, since `pip install 'sidewatch[…]'` there would fetch
+    another sidewatch from PyPI over it; a directory installed as it was, that directory; a
+    wheel from an index (no record, or not a directory), the index's line."""
+    import json  # noqa: PLC0415
+    import shlex  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+    from urllib.parse import unquote, urlsplit  # noqa: PLC0415
+
+    try:
+        info = json.loads(direct_url) if direct_url else {}
+    except ValueError:
+        info = {}
+    url = info.get("url", "") if isinstance(info, dict) else ""
+    dir_info = info.get("dir_info") if isinstance(info, dict) else None
+    if not isinstance(dir_info, dict) or not url.startswith("file://"):
+        return f"pip install 'sidewatch[{extra}]'"
+    source = Path(unquote(urlsplit(url).path))
+    pip = Path(prefix) / "bin" / "pip"
+    editable = "-e " if dir_info.get("editable") else ""
+    if Path(prefix) == source / ".venv":
+        return f"cd {shlex.quote(str(source))} && .venv/bin/pip install {editable}'.[{extra}]'"
+    return f"{shlex.quote(str(pip))} install {editable}{shlex.quote(f'{source}[{extra}]')}"

@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from sidewatch import errors
 
 PACKAGE = Path(__file__).resolve().parents[1] / "sidewatch"
@@ -58,3 +60,46 @@ def test_no_error_of_the_tree_is_defined_outside_errors_py() -> None:
     ]
 
     assert [] == outside
+
+
+# -- the command that installs an optional extra, for the installation it runs from --------
+
+CHECKOUT = '{"url": "file:///home/me/sidewatch", "dir_info": {"editable": true}}'
+
+
+@pytest.mark.parametrize(
+    ("recorded", "prefix", "expected"),
+    [
+        (
+            CHECKOUT,
+            "/home/me/sidewatch/.venv",
+            "cd /home/me/sidewatch && .venv/bin/pip install -e '.[postgres]'",
+        ),
+        (CHECKOUT, "/opt/venv", "/opt/venv/bin/pip install -e '/home/me/sidewatch[postgres]'"),
+        (
+            '{"url": "file:///src/side%20watch", "dir_info": {}}',
+            "/opt/venv",
+            "/opt/venv/bin/pip install '/src/side watch[postgres]'",
+        ),
+        (None, "/opt/venv", "pip install 'sidewatch[postgres]'"),
+        (
+            '{"url": "https://files.example/sidewatch-1.0-py3-none-any.whl", "archive_info": {}}',
+            "/opt/venv",
+            "pip install 'sidewatch[postgres]'",
+        ),
+        ("not json", "/opt/venv", "pip install 'sidewatch[postgres]'"),
+    ],
+    ids=["checkout-with-make-venv", "checkout-other-venv", "directory", "wheel", "url", "bad"],
+)
+def test_the_install_hint_is_the_one_for_how_sidewatch_was_installed(
+    recorded: str | None, prefix: str, expected: str
+) -> None:
+    assert expected == errors.hint_for("postgres", recorded, prefix)
+
+
+def test_the_install_hint_of_this_editable_checkout_installs_it_editable() -> None:
+    hint = errors.install_hint("nats")
+
+    assert "install -e " in hint  # the test environment is `make`'s editable install
+    assert hint.endswith("[nats]'")
+    assert "pip install 'sidewatch[nats]'" != hint

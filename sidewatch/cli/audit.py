@@ -4,6 +4,7 @@ throw-away one) and print them, as a table, JSON or the report of a window."""
 from __future__ import annotations
 
 import tempfile
+from datetime import datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,20 +79,73 @@ def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: boo
 
 @click.command()
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="The audit as a table for people, or the JSON verdict objects (not with --traffic).",
 )
+@click.option(
+    "--ingest",
+    "into_store",
+    is_flag=True,
+    help="Write the six requests into your store (--config/--db) instead of a throw-away one, "
+    "their times moved so the demo's moment is now, and audit that store now.",
+)
+@click.option(
+    "--traffic",
+    is_flag=True,
+    help="Print the six requests' AG-UI traffic (NDJSON), its times moved so the demo's "
+    "moment is now, instead of auditing: pipe it to `sidewatch ingest -` or POST /v1/events.",
+)
+@config_option
+@db_option
 @one_line_errors
-def demo(fmt: str) -> None:
+def demo(
+    fmt: str, into_store: bool, traffic: bool, config_path: str | None, db: str | None
+) -> None:
     """Load the reference six-request scenario into a throw-away store and audit it.
 
     One request of each kind: a healthy WAITING wait, a STALE one, an UNROUTABLE one, an
     ORPHANED one, one STUCK_AFTER_DECISION and one CLOSED_BY_DECLINE, evaluated at
     2026-07-26T16:30:00Z with the default policy. Needs no set-up and touches no store of yours.
+
+    The same traffic is examples/traffic.ndjson, dated 26 July 2026: ingested as it is, it
+    is audited at its own times, so by now most of it has expired. --ingest and --traffic
+    move every time in it (event timestamps, expiresAt) by the same amount, so that
+    16:30:00Z on 26 July is the moment you run them: right after, `sidewatch audit --open`
+    shows the demo's five open states and the report of the last 24h counts the unit. The
+    states then move on with the clock as real waits would (the WAITING one is STALE once
+    its expiresAt, 1.5 h later, passes). Ingest it into a store of its own (the same ids
+    ingested twice are the same waits, at their first times).
     """
     from sidewatch.app.ingest import Ingest, ref_protector
     from sidewatch.store.repo import Store
 
+    if into_store and traffic:
+        raise click.UsageError("--ingest stores the traffic and --traffic prints it: give one")
+    if not into_store and (config_path or db):
+        raise click.UsageError("--config and --db name the store of --ingest")
+    now = parse_at(None) // 1000 * 1000  # whole seconds: the times read as the demo's do
     body = files("sidewatch.cli").joinpath("seed-audit.ndjson").read_bytes()
+    if traffic:
+        click.echo(shifted(body, now - parse_at(DEMO_AT)).decode(), nl=False)
+        return
+    if into_store:
+        cfg = config_of(config_path, db)
+        with opened_store(cfg) as engine:
+            store = Store(engine, cfg.heartbeat_gap_ms)
+            ingest = Ingest(store, ref_protector(engine, cfg), cfg)
+            moved = shifted(body, now - parse_at(DEMO_AT))
+            summary = ingest.body("sidewatch-demo.ndjson", moved, now)
+            click.echo(
+                f"demo traffic into {cfg.db_url}: {summary.accepted} accepted, "
+                f"{summary.skipped} skipped, {len(summary.rejects)} rejected",
+                err=True,
+            )
+            _print_audit(store, cfg, parse_at(None), fmt, False)
+        return
     with tempfile.TemporaryDirectory(prefix="sidewatch-demo-") as tmp:
         cfg = Config(db_url=f"sqlite:///{Path(tmp) / 'demo.db'}")
         with opened_store(cfg) as engine:
@@ -99,6 +153,27 @@ def demo(fmt: str) -> None:
             ingest = Ingest(store, ref_protector(engine, cfg), cfg)
             ingest.body("seed-audit.ndjson", body, parse_at(DEMO_AT))
             _print_audit(store, cfg, parse_at(DEMO_AT), fmt, False)
+
+
+def shifted(body: bytes, by_ms: int) -> bytes:
+    """The demo's NDJSON with every time in it moved by `by_ms`: each event's `timestamp`
+    and each interrupt's `expiresAt` (the only times the scenario holds)."""
+    import orjson
+
+    out = []
+    for line in body.splitlines():
+        if not line.strip():
+            continue
+        event = orjson.loads(line)
+        if isinstance(event.get("timestamp"), int):
+            event["timestamp"] += by_ms
+        outcome = event.get("outcome")
+        for it in outcome.get("interrupts", []) if isinstance(outcome, dict) else []:
+            if isinstance(it.get("expiresAt"), str):
+                moved = datetime.fromisoformat(it["expiresAt"]) + timedelta(milliseconds=by_ms)
+                it["expiresAt"] = moved.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        out.append(orjson.dumps(event))
+    return b"\n".join(out) + b"\n"
 
 
 def _parse_window(value: str) -> int:

@@ -57,7 +57,8 @@ def cli() -> None:
 
     \b
     Try it:   sidewatch demo
-    Feed it:  sidewatch ingest examples/traffic.ndjson
+    Feed it:  sidewatch demo --ingest   (the demo's traffic, its times moved to now)
+              sidewatch ingest FILE     (examples/traffic.ndjson is dated 26 July 2026)
     Ask it:   sidewatch audit --open
     """
 
@@ -251,6 +252,7 @@ def serve(
         access_log,
         migrate=not no_migrate,
         reread=reread,
+        config_path=config_path,
     )
 
 

@@ -55,6 +55,8 @@ class FindingRule(StrEnum):
     CANCEL_RUNS_FIRST_OUTCOME = "cancel_runs_first_outcome"
     DROPPED_UNANSWERED = "dropped_unanswered"
     DUPLICATE_INTERRUPT_ID = "duplicate_interrupt_id"
+    # evidence naming, by threadId, a thread no interrupt was stored for yet (it is kept)
+    EVIDENCE_UNKNOWN_THREAD = "evidence_unknown_thread"
     EXPIRES_AT_UNPARSABLE = "expires_at_unparsable"
     INTERRUPT_OUTCOME_EMPTY = "interrupt_outcome_empty"
     INTERRUPT_REPORTED_AS_SUCCESS = "interrupt_reported_as_success"

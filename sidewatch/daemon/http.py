@@ -61,6 +61,10 @@ class AppState:
     problems: Callable[[], list[str]] = list
     # The latest write's outcome (ingest, lease, tick, /readyz's probe): daemon.writes.
     writes: StoreWrites = field(default_factory=StoreWrites)
+    # Called (on the event loop) after an ingest stored lines: the daemon audits them soon.
+    ingested: Callable[[], None] = lambda: None
+    # The copy-ready `audit` line the wait pages show: this daemon's own store and config.
+    audit_command: str = "sidewatch audit --open"
 
 
 def now_ms() -> int:
@@ -157,6 +161,8 @@ async def post_events(request: Request) -> Response:
             503, f"store unavailable ({e.reason}); nothing of this body was stored, retry later"
         )
     app.writes.committed(time.monotonic())
+    if summary.accepted:
+        app.ingested()
     return _json(
         {
             "accepted": summary.accepted,

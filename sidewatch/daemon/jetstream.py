@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -173,6 +173,8 @@ class JetStreamIngest:
         # is cut off, even before the client notices its connection is gone.
         self.answering = False
         self.pending: int | None = None  # the consumer's messages not yet delivered (lag)
+        # Called (on the event loop) after a batch stored something: the daemon audits soon.
+        self.on_stored: Callable[[], None] = lambda: None
         self._backoff = 1.0
         self._reported = False  # a connection error was logged since the last (re)connect
         # What became of the messages this replica handled (every outcome from the start, so
@@ -342,6 +344,8 @@ class JetStreamIngest:
             for msg in msgs:
                 await msg.in_progress()
         outcomes = work.result()
+        if Outcome.STORED in outcomes:
+            self.on_stored()
         retry = False
         for msg, outcome in zip(msgs, outcomes, strict=True):
             self.outcomes[outcome] += 1

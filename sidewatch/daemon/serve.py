@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,8 +43,9 @@ from sidewatch.daemon.reload import key_of, reloaded
 from sidewatch.daemon.schedule import AUDIT_JOB, scheduled
 from sidewatch.daemon.selfwatch import SelfCollector
 from sidewatch.daemon.server import BoundedServer, connection_cap, raise_open_files
+from sidewatch.daemon.ui import AUDIT, audit_command
 from sidewatch.daemon.writes import cause
-from sidewatch.errors import LeaseLost, SidewatchError, StoreError
+from sidewatch.errors import LeaseLost, SidewatchError, StoreError, install_hint
 from sidewatch.exporters.alertmanager import AlertmanagerPush
 from sidewatch.exporters.otel import from_environment
 from sidewatch.exporters.prometheus import AlertPushCollector, SnapshotCollector
@@ -69,6 +70,19 @@ class _BuildInfo(Collector):
         yield info
 
 
+@dataclass
+class _TickTimes:
+    """For the prompt tick after ingest (`Daemon.ingested`): whether a tick runs, whether an
+    ingest came during it, when it started, and when the last one ended and how long it took
+    (monotonic seconds)."""
+
+    running: bool = False
+    again: bool = False
+    started: float = 0.0
+    ended: float = 0.0
+    seconds: float = 0.0
+
+
 class Daemon:
     """The pieces of a running daemon, wired once; `app` is the ASGI application."""
 
@@ -77,6 +91,7 @@ class Daemon:
         config: Config,
         migrate: bool = True,
         reread: Callable[[], Config] | None = None,
+        audit_command: str = AUDIT,
     ) -> None:
         self.config = config
         self._reread = reread  # the config as the command line reads it again (SIGHUP)
@@ -104,15 +119,11 @@ class Daemon:
         # the holder's last renewal.
         self.lease = AuditLease(self.engine, ttl_ms=config.audit_interval_ms * 5 // 4)
         self._claim_failed: str | None = None  # the store's reason the last claim failed
+        self._standby_said = False  # the log said this replica is a standby, since it last held
         # The lease term whose store-wide state the snapshot holds: loaded from the store when
         # the term began, or made by one of its ticks. Another term's is never served.
         self._snapshot_epoch: int | None = None
-        try:  # before the counters load: a replica that takes the lease now needs no reload
-            if self.lease.claim():
-                log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
-        except StoreError as e:
-            self._claim_failed = e.reason
-            log.warning("audit lease not claimed yet: %s", e)
+        self._first_claim()  # before the counters load: one that takes the lease needs no reload
         self.auditor = Auditor(
             self.store,
             config.policies,
@@ -145,9 +156,12 @@ class Daemon:
             Read(self.store, self.auditor.policy_for),
             registry,
             lease_held=lambda: self.lease.verified,
+            ingested=self.ingested,
+            audit_command=audit_command,
         )
         self.jetstream = _jetstream(config, self.ingest)
         if self.jetstream is not None:
+            self.jetstream.on_stored = self.ingested
             from sidewatch.daemon.jetstream import JetStreamCollector  # noqa: PLC0415
 
             registry.register(JetStreamCollector(self.jetstream))
@@ -162,6 +176,7 @@ class Daemon:
         self.tick_budget_s = config.audit_interval_ms / 1000 * TICK_BUDGET
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping = False
+        self._ticks = _TickTimes()
         self.alerts = (
             AlertmanagerPush(
                 config.alertmanager_url,
@@ -215,6 +230,8 @@ class Daemon:
         self._claim_failed = None
         if held:  # renewed or taken: a write the store committed (a standby's claim reads)
             self.state.writes.committed(time.monotonic())
+        if held:
+            self._standby_said = False
         if held and self.lease.epoch != epoch:
             log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
             try:
@@ -224,10 +241,63 @@ class Daemon:
                 log.warning("could not load the counters: %s", e)
             if self._scheduler is not None:
                 self._scheduler.modify_job(AUDIT_JOB, next_run_time=datetime.now(UTC))
-        elif epoch is not None and not held:
-            log.warning("lost the audit lease: another replica audits now")
+        elif not held:
+            if epoch is not None:
+                log.warning("lost the audit lease: another replica audits now")
+            self._say_standby()
+
+    def _first_claim(self) -> None:
+        """The claim at start, and what it makes this replica, said in the log."""
+        try:
+            if self.lease.claim():
+                log.info("holds the audit lease (epoch %s): this replica audits", self.lease.epoch)
+            else:
+                self._say_standby()
+        except StoreError as e:
+            self._claim_failed = e.reason
+            log.warning("audit lease not claimed yet: %s", e)
+
+    def _say_standby(self) -> None:
+        """Log once, at start or when it becomes one, that this replica is a standby."""
+        if not self._standby_said:
+            log.info(STANDBY)
+            self._standby_said = True
+
+    def ingested(self) -> None:
+        """New lines were stored through this replica (HTTP or JetStream; on the event loop):
+        audit them within PROMPT_DELAY_S instead of at the next interval, so the API's
+        transitions and /metrics agree with the list at once. Debounced: a burst of units
+        makes one tick, and prompt ticks are at least PROMPT_GAP_S (or the last tick's own
+        length, if longer) apart, so steady ingest never keeps the auditor busy more than half
+        the time. Only the lease holder audits: a standby's ingest waits for its tick."""
+        scheduler = self._scheduler
+        if self._stopping or scheduler is None or not self.lease.held:
+            return
+        ticks = self._ticks
+        if ticks.running:  # the running tick may have read before this unit: another after it
+            ticks.again = True
+            return
+        gap = max(PROMPT_GAP_S, ticks.seconds)
+        wait = max(PROMPT_DELAY_S, ticks.ended + gap - time.monotonic())
+        due = datetime.now(UTC) + timedelta(seconds=wait)
+        job = scheduler.get_job(AUDIT_JOB)
+        if job is not None and job.next_run_time is not None and job.next_run_time > due:
+            scheduler.modify_job(AUDIT_JOB, next_run_time=due)
 
     async def tick(self) -> None:
+        """One audit tick (`_tick`), and the prompt tick an ingest during it asked for."""
+        ticks = self._ticks
+        try:
+            await self._tick()
+        finally:
+            if ticks.running:
+                ticks.running = False
+                ticks.ended = time.monotonic()
+                ticks.seconds = ticks.ended - ticks.started
+                if ticks.again:
+                    self.ingested()
+
+    async def _tick(self) -> None:
         """One audit tick in a worker thread, on the replica holding the lease; a store outage
         skips it (and /readyz says so)."""
         if self._stopping:
@@ -239,6 +309,8 @@ class Daemon:
             return  # a standby
         epoch = self.lease.epoch
         now = int(time.time() * 1000)
+        self._ticks.running, self._ticks.again = True, False
+        self._ticks.started = time.monotonic()
         try:
             report = await self._in_worker(self._audit, now)
         except LeaseLost as e:
@@ -417,6 +489,14 @@ class Daemon:
 
 
 PRUNE_BUDGET_S = 2.0  # the longest pruning after one tick
+# The prompt tick after ingest: this long after the unit (a burst makes one tick), and at least
+# this long after the previous tick ended.
+PROMPT_DELAY_S = 0.25
+PROMPT_GAP_S = 1.0
+STANDBY = (
+    "standby: another replica holds the audit lease; this replica ingests and serves reads, "
+    "and takes the lease over if the holder stops renewing it"
+)
 # A tick's share of audit.interval: a long re-audit goes on over the next ticks, each
 # committing its slice, so ingest, reloads and /readyz never wait for the whole of it.
 TICK_BUDGET = 0.5
@@ -430,8 +510,7 @@ def _jetstream(config: Config, ingest: Ingest) -> JetStreamIngest | None:
         from sidewatch.daemon.jetstream import JetStreamIngest  # noqa: PLC0415 - optional extra
     except ImportError as e:
         raise SidewatchError(
-            f"nats is configured but its client is not installed ({e}): "
-            "pip install 'sidewatch[nats]'"
+            f"nats is configured but its client is not installed ({e}): {install_hint('nats')}"
         ) from e
     return JetStreamIngest(ingest, config.nats)
 
@@ -442,11 +521,12 @@ def serve(
     access_log: bool = False,
     migrate: bool = True,
     reread: Callable[[], Config] | None = None,
+    config_path: str | None = None,
 ) -> None:
     """Run until SIGTERM or Ctrl-C. Refuses a non-loopback address without tokens or TLS.
     `access_log`: one JSON line per request (uvicorn's: client, method, path, status).
     `migrate=False` refuses a store that is not at the newest migration. `reread` reads the
-    config again at SIGHUP."""
+    config again at SIGHUP; `config_path` is named in the wait pages' `audit` line."""
     check_listen(config)
     sock = bind(config.listen)  # a taken port is one line, before anything says "serving"
     setup_logging(log_level)
@@ -455,7 +535,7 @@ def serve(
     if not config.tokens:
         log.warning("no tokens configured: listening on loopback only, every request allowed")
     cap = connection_cap(config, raise_open_files())
-    daemon = Daemon(config, migrate, reread)
+    daemon = Daemon(config, migrate, reread, audit_command(config_path, config.db_url))
     server = BoundedServer(
         config.shutdown_timeout_ms / 1000,
         uvicorn.Config(

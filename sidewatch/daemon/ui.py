@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import re
 import shlex
+import shutil
+import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -113,7 +117,48 @@ nav{margin-bottom:8px;font-size:14px}a{color:#0969da}.big{font-size:22px;margin:
 .ev-never-reported strong{color:#6e7781;font-style:italic}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;white-space:pre-wrap;
  word-break:break-all;font:13px ui-monospace,Menlo,Consolas,monospace}
+main.wide{max-width:1400px}.scroll{overflow-x:auto}
+table.waits code{word-break:normal;overflow-wrap:normal}
+table.waits .seg,table.waits td.action code{white-space:nowrap}
+table.waits time .seg{display:block}
 """)
+# The list's ids and action names never break inside a word. The report's `break-all` (for
+# values in its narrow cells) is undone for them: an id is laid out as its parts between "/"
+# and "@", each kept whole (a hyphen inside one is no break either), with a <wbr> after the
+# "/" and before the "@run"; an action name is kept whole. Its nine columns get the width of a
+# 1280 px screen (wider than the report's reading width) and its times take two lines, so the
+# reference ids fit on one; a name longer than all that scrolls the table inside its box,
+# never the page.
+
+
+def _breakable(request_id: str) -> Markup:
+    """A request id, escaped, as its parts between "/" and "@", each kept whole, with a line
+    break allowed after each "/" and before each "@" only (the text copied is the id)."""
+    out = []
+    for part in re.split(r"([/@])", request_id):
+        if part == "/":
+            out.append("/<wbr>")
+        elif part == "@":
+            out.append("<wbr>@")
+        elif part:
+            out.append(f"<span class=seg>{escape(part)}</span>")
+    return Markup("".join(out))  # noqa: S704 (each part escaped)
+
+
+ENV.filters["breakable"] = _breakable
+
+
+def _when_parts(text: Any) -> Any:
+    """`_when`'s time as its date and its clock, each kept whole (the list shows them one
+    above the other, so its columns leave the ids their width)."""
+    when = _when(text)
+    if when is text:
+        return text
+    date, _, clock = when.partition(" ")
+    return Markup(f"<span class=seg>{escape(date)}</span> <span class=seg>{escape(clock)}</span>")  # noqa: S704
+
+
+ENV.filters["when_parts"] = _when_parts
 
 
 def session_value(token: Token) -> str:
@@ -316,9 +361,45 @@ def evidence_rows(w: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def fix_commands(w: Mapping[str, Any], base: str, unreported: list[str]) -> list[str]:
+AUDIT = "sidewatch audit --open"
+
+
+def audit_command(config_path: str | None, db_url: str) -> str:
+    """The `audit --open` line that reads this daemon's own store with its own policies, run
+    on its host: the executable beside its interpreter (unless `sidewatch` on the PATH is
+    that one), `--config` and `--db` absolute. The store URL goes without its password
+    (PostgreSQL's client then reads PGPASSWORD or ~/.pgpass): a page never shows a secret."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - only at start, once
+
+    url = make_url(db_url)
+    database = url.database
+    local = url.drivername.startswith("sqlite") and database not in (None, "", ":memory:")
+    if local and database and not database.startswith("file:"):  # relative to the daemon's
+        url = url.set(database=os.path.abspath(database))  # directory, not the reader's
+    line = [_own_executable(), "audit", "--open"]
+    if config_path is not None:
+        line += ["--config", shlex.quote(os.path.abspath(config_path))]
+    bare = url._replace(password=None)  # URL.set(password=None) would leave it as it is
+    line += ["--db", shlex.quote(bare.render_as_string(hide_password=False))]
+    return " ".join(line)
+
+
+def _own_executable() -> str:
+    script = Path(sys.prefix) / "bin" / "sidewatch"  # the console script of this install
+    found = shutil.which("sidewatch")
+    if not script.exists():
+        return f"{shlex.quote(sys.executable)} -m sidewatch"
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "sidewatch"
+    return shlex.quote(str(script))
+
+
+def fix_commands(
+    w: Mapping[str, Any], base: str, unreported: list[str], audit: str = AUDIT
+) -> list[str]:
     """Copy-ready lines: the evidence event that would report each unreported piece, and the
-    `audit` line. Values are shell-quoted; the token is named by a variable, never written."""
+    `audit` line (`audit_command`'s). Values are shell-quoted; the token is named by a
+    variable, never written."""
     rid, thread = w["requestId"], w["threadId"]
     events = {
         "route": {"name": "sidewatch.route", "value": {"requestId": rid, "delivered": True}},
@@ -343,7 +424,7 @@ def fix_commands(w: Mapping[str, Any], base: str, unreported: list[str]) -> list
         )
     api = (base.rstrip("/") or "http://127.0.0.1:9477") + "/v1/waits/" + quote(rid, safe="@:/")
     lines.append(f'curl -sS -H "Authorization: Bearer $SIDEWATCH_READ_TOKEN" {shlex.quote(api)}')
-    lines.append("sidewatch audit --open")
+    lines.append(audit)
     return lines
 
 
@@ -423,14 +504,16 @@ def held_by(bound: Sequence[Bound]) -> list[dict[str, Any]]:
     ]
 
 
-def detail_context(w: dict[str, Any], base: str, bound: Sequence[Bound] = ()) -> dict[str, Any]:
+def detail_context(
+    w: dict[str, Any], base: str, bound: Sequence[Bound] = (), audit: str = AUDIT
+) -> dict[str, Any]:
     unreported = [m for m in PIECES if m in w["missing"]]
     handle = w["evidence"]["resumeHandle"]
     return {
         "w": w,
         "rows": evidence_rows(w),
         "timeline": _timeline_rows(w),
-        "commands": fix_commands(w, base, unreported),
+        "commands": fix_commands(w, base, unreported, audit),
         "severity": SEVERITY.get(w["state"], "closed"),
         "runbooks": runbooks(w, base),
         "in_state": in_state(w),
@@ -446,10 +529,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def render_detail(w: dict[str, Any], base: str = "", bound: Sequence[Bound] = ()) -> str:
-    """One wait's page (pure: a function of `Read.wait`'s answer and the thread's service
-    bindings)."""
-    context = detail_context(w, base, bound)
+def render_detail(
+    w: dict[str, Any], base: str = "", bound: Sequence[Bound] = (), audit: str = AUDIT
+) -> str:
+    """One wait's page (pure: a function of `Read.wait`'s answer, the thread's service
+    bindings and the daemon's `audit` line)."""
+    context = detail_context(w, base, bound, audit)
     return ENV.get_template("wait.html").render(title=w["requestId"], **context)
 
 
@@ -474,7 +559,7 @@ async def wait_page(request: Request) -> Response:
         body, bound = None, []
     if body is None:
         return page("unknown.html", 404, title="No such wait", request_id=request_id)
-    html = render_detail(body, app.config.external_url or "", bound)
+    html = render_detail(body, app.config.external_url or "", bound, app.audit_command)
     return Response(html, 200, HEADERS, media_type="text/html; charset=utf-8")
 
 

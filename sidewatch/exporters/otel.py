@@ -39,6 +39,7 @@ from opentelemetry.trace import (
 
 from sidewatch import __version__
 from sidewatch.core.model import Decision, RunEvent, Verdict, WaitEvidence
+from sidewatch.errors import install_hint
 
 log = logging.getLogger("sidewatch.otel")
 NS_PER_MS = 1_000_000
@@ -187,7 +188,7 @@ def otlp_exporter(protocol: str) -> SpanExporter | None:
 
         return Http()
     except ImportError:
-        log.error("OTLP over %s needs: pip install 'sidewatch[otel]'", protocol)
+        log.error("OTLP over %s needs: %s", protocol, install_hint("otel"))
         return None
 
 

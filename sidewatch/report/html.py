@@ -374,7 +374,7 @@ def _findings(r: dict[str, Any]) -> str:
 def _ingest(r: dict[str, Any]) -> str:
     now, before = r["ingest"], r["previous"]["ingest"]
     keys = ("units", "acceptedLines", "skippedLines", "rejectedLines", "redeliveredLines")
-    names = ("Units read", "Lines accepted", "Lines skipped", "Lines rejected", "Lines again")
+    names = ("Units received", "Lines accepted", "Lines skipped", "Lines rejected", "Lines again")
     # .get: a report written before re-delivered lines were counted has none
     rows = [
         (n, _e(now.get(k, 0)), _delta(now.get(k, 0) - before.get(k, 0)))

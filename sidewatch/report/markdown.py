@@ -204,15 +204,26 @@ def render_markdown(report: dict[str, Any], external_url: str | None = None) -> 
         else ["None."]
     )
 
+    return "\n".join(lines + _ingest_health(report, kept)) + "\n"
+
+
+def _ingest_health(report: dict[str, Any], kept: dict[str, Any]) -> list[str]:
+    """The report's last section: what was received in the window, and the evidence kept for
+    waits never seen."""
     ing = report["ingest"]
-    lines += [
+    lines = [
         "",
         "## Ingest health",
         "",
-        f"{ing['units']} unit(s): {ing['acceptedLines']} lines accepted, {ing['skippedLines']} "
-        f"skipped, {ing['rejectedLines']} rejected "
+        f"{ing['units']} unit(s) received in the window: {ing['acceptedLines']} lines accepted, "
+        f"{ing['skippedLines']} skipped, {ing['rejectedLines']} rejected "
         f"({_signed(report['change']['rejectedLines'])} on the previous window).",
     ]
+    if not ing["units"]:  # the waits above are by their evidence's times, units by receipt
+        lines[-1] += (
+            " Units count in the window they were received in, not the one their events are "
+            "dated in: traffic dated here but ingested later counts in its ingest's window."
+        )
     if ing.get("redeliveredUnits"):
         lines[-1] = lines[-1].removesuffix(".") + (
             f"; {ing['redeliveredUnits']} of the units delivered again: "
@@ -234,4 +245,4 @@ def render_markdown(report: dict[str, Any], external_url: str | None = None) -> 
                 [[t, unknown["kept"].get(t, 0), unknown["pruned"].get(t, 0)] for t in tables],
             ),
         ]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -29,7 +29,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from sidewatch.errors import StoreError, StoreRefused
+from sidewatch.errors import StoreError, StoreRefused, install_hint
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -515,12 +515,9 @@ def _hint(url: str, e: BaseException) -> str:
     """Why SQLAlchemy cannot use `url`, with what to do about it."""
     scheme = url.partition("://")[0]
     if scheme in ("postgres", "postgresql") and isinstance(e, ImportError | ArgumentError):
-        return (
-            f"{e}; for PostgreSQL write postgresql+psycopg://… "
-            "(with pip install 'sidewatch[postgres]')"
-        )
+        return f"{e}; for PostgreSQL write postgresql+psycopg://… (with {install_hint('postgres')})"
     if isinstance(e, ImportError) and scheme.startswith("postgresql+psycopg"):
-        return f"{e}: pip install 'sidewatch[postgres]'"
+        return f"{e}: {install_hint('postgres')}"
     return str(e)
 
 

@@ -30,7 +30,7 @@ from sidewatch.core.facts import (
     ToolCallFact,
     ToolResultFact,
 )
-from sidewatch.core.vocab import LineKind
+from sidewatch.core.vocab import FindingRule, LineKind
 from sidewatch.store.db import QUERY_REFUSED, classified, refused
 from sidewatch.store.heartbeats import write_heartbeats
 from sidewatch.store.load import (
@@ -97,6 +97,7 @@ class RejectedLine:
 
 # The line kind of a unit whose facts were all stored already (its lines are not new).
 REDELIVERED = LineKind.REDELIVERED
+UNKNOWN_THREAD = FindingRule.EVIDENCE_UNKNOWN_THREAD
 
 
 class UnitWriter:
@@ -133,6 +134,9 @@ class UnitWriter:
         bindings: list[ServiceBindFact] = []
         heartbeats: list[HeartbeatFact] = []
         try:
+            # Its look-up is the unit's first statement: a value the driver refuses is refused
+            # there, as the unit's, like any other of its values.
+            facts = [*facts, *self._unannounced(facts)]
             for fact in facts:
                 if isinstance(fact, HeartbeatFact):
                     heartbeats.append(fact)
@@ -190,6 +194,38 @@ class UnitWriter:
             .values(accepted=accepted, skipped=skipped, rejected=len(rejects))
         )
         return redelivered
+
+    def _unannounced(self, facts: Sequence[Fact]) -> list[FindingFact]:
+        """A finding for each wait that evidence names by threadId and interruptId in a thread
+        no interrupt announced, in this unit or before: a notifier or tap naming the wrong
+        thread. The evidence is kept all the same (sources are not ordered with each other: its
+        interrupt may still come, and then it applies). Heartbeats are not evidence of a wait:
+        a requester beats before it ever pauses."""
+        announced = {f.thread_id for f in facts if isinstance(f, InterruptFact)}
+        named: dict[tuple[str, str | None], SignalFact] = {}
+        for s in (f for f in facts if isinstance(f, SignalFact)):
+            if s.thread_id is not None and s.thread_id not in announced:
+                named.setdefault((s.thread_id, s.interrupt_id), s)
+        if not named:
+            return []
+        known: set[str] = set()
+        for part in chunks(sorted({thread for thread, _ in named})):
+            marks = ", ".join("?" for _ in part)
+            found = self.conn.exec_driver_sql(
+                driver_sql(
+                    self.conn,
+                    f"SELECT DISTINCT thread_id FROM interrupt WHERE thread_id IN ({marks})",  # noqa: S608
+                ),
+                tuple(part),
+            )
+            known.update(row[0] for row in found)
+        return [
+            FindingFact(
+                rule=UNKNOWN_THREAD, at=f.at, seq=f.seq, thread_id=thread, interrupt_id=interrupt
+            )
+            for (thread, interrupt), f in named.items()
+            if thread not in known
+        ]
 
     def _write_findings(self, rows: list[tuple[Any, ...]]) -> int:
         """Insert finding rows (a finding already stored is not stored again), a statement per

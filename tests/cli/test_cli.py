@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from sidewatch.cli.main import cli
+from sidewatch.errors import install_hint
 from sidewatch.store.db import open_store
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -390,7 +391,7 @@ def test_a_postgres_scheme_is_answered_with_the_one_to_write() -> None:
     assert [
         "sidewatch: error: store URL 'postgres://user:***@localhost/db' is not usable: Can't "
         "load plugin: sqlalchemy.dialects:postgres; for PostgreSQL write postgresql+psycopg://… "
-        "(with pip install 'sidewatch[postgres]')"
+        f"(with {install_hint('postgres')})"
     ] == out.splitlines()
 
 
@@ -400,7 +401,7 @@ def test_a_missing_postgresql_driver_says_what_to_install(monkeypatch: pytest.Mo
     code, out = run("audit", "--db", "postgresql+psycopg://user:secret@localhost/db")
 
     assert 1 == code
-    assert out.rstrip().endswith(": pip install 'sidewatch[postgres]'")
+    assert out.rstrip().endswith(f": {install_hint('postgres')}")
     assert "secret" not in out
 
 

@@ -38,6 +38,7 @@ class Visit:
     html: str
     console: list[str] = field(default_factory=list)  # messages, exceptions, log entries
     screenshot: bytes = b""
+    value: Any = None  # what `evaluate` gave, as JSON
 
 
 class Chromium:
@@ -122,9 +123,11 @@ class Chromium:
         headers: dict[str, str] | None = None,
         screenshot: bool = False,
         width: int = 1280,
+        evaluate: str | None = None,
     ) -> Visit:
         """Open `url` in a fresh tab `width` pixels wide (sending `headers` with every request
-        of it); with `screenshot`, the whole page as PNG."""
+        of it); with `screenshot`, the whole page as PNG; with `evaluate`, that expression's
+        value in the loaded page."""
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Page", "Network", "Runtime", "Log"):
@@ -160,6 +163,11 @@ class Chromium:
                 console.append(f"log {entry['level']} ({entry['source']}): {entry['text']}")
         root = self.call("DOM.getDocument", session)["root"]["nodeId"]
         html = self.call("DOM.getOuterHTML", session, nodeId=root)["outerHTML"]
+        value = None
+        if evaluate is not None:
+            value = self.call("Runtime.evaluate", session, expression=evaluate, returnByValue=True)[
+                "result"
+            ].get("value")
         shot = b""
         if screenshot:
             data = self.call(
@@ -167,4 +175,4 @@ class Chromium:
             )["data"]
             shot = base64.b64decode(data)
         self.call("Target.closeTarget", targetId=target)
-        return Visit(status, html, console, shot)
+        return Visit(status, html, console, shot, value)

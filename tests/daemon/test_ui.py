@@ -17,7 +17,7 @@ import pytest
 
 from sidewatch.config import Config
 from sidewatch.daemon.serve import Daemon
-from sidewatch.daemon.ui import render_detail
+from sidewatch.daemon.ui import ENV, audit_command, render_detail
 from tests.daemon.test_http import (
     DEPLOY,
     EXPECTED_STATES,
@@ -464,3 +464,63 @@ def test_scheduled_report_runs_and_failures_are_counted_with_the_last_success(
         bad.state.selfwatch.report_failures,
         bad.state.selfwatch.report_last_success,
     )
+
+
+# -- ids that do not break mid-word (Chromium at 1280 px: tests/daemon/test_first_hour.py) -----
+
+
+def test_the_list_keeps_ids_times_and_action_names_whole_with_its_css(
+    guarded: TestClient,
+) -> None:
+    page = guarded.get("/ui/waits", headers=bearer(READ_TOKEN)).text
+
+    assert "table.waits code{word-break:normal;overflow-wrap:normal}" in page  # not break-all
+    assert "table.waits .seg,table.waits td.action code{white-space:nowrap}" in page
+    assert "main.wide{max-width:1400px}" in page and "<main class=wide>" in page
+    assert (
+        "<code><span class=seg>thread-deploy</span>/<wbr><span class=seg>int-deploy</span></code>"
+        in page
+    )
+    assert "<td class=action><code>deploy_service</code></td>" in page
+    assert re.search(r"<time [^>]*><span class=seg>\d{4}-\d\d-\d\d</span> <span class=seg>", page)
+    assert "thread-deploy/int-deploy" in re.sub(r"<[^>]+>", "", page)  # copied, it is the id
+
+
+def test_an_id_breaks_before_its_run_and_its_parts_stay_escaped() -> None:
+    shown = ENV.filters["breakable"]("t<x>/i@run-2")
+
+    assert (
+        "<span class=seg>t&lt;x&gt;</span>/<wbr><span class=seg>i</span><wbr>@"
+        "<span class=seg>run-2</span>"
+    ) == str(shown)
+
+
+# -- the wait page's `audit` line: the daemon's own store and config --------------------------
+
+
+def test_the_audit_line_names_the_daemons_config_and_store_absolutely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    line = audit_command("conf/sidewatch.yaml", "sqlite:///./data/sw.db")
+
+    assert line.endswith(
+        f" audit --open --config {tmp_path}/conf/sidewatch.yaml --db sqlite:///{tmp_path}/data/sw.db"
+    )
+
+
+def test_the_audit_line_never_shows_a_password() -> None:
+    line = audit_command(None, "postgresql+psycopg://sw:s3cret@db.internal:5432/sidewatch")
+
+    assert line.endswith(" audit --open --db postgresql+psycopg://sw@db.internal:5432/sidewatch")
+    assert "s3cret" not in line
+
+
+def test_the_wait_page_shows_the_daemons_audit_line(tmp_path: Path) -> None:
+    daemon, client = make(tmp_path, int(time.time()) * 1000)
+    daemon.state.audit_command = "sidewatch audit --open --db sqlite:////srv/sw.db"
+
+    page = client.get(f"/ui/waits/{DEPLOY.replace('/', '%2F')}").text
+
+    assert "<pre class=cmd>sidewatch audit --open --db sqlite:////srv/sw.db</pre>" in page
