@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from sidewatch.core.facts import (
     VIA_EDITED,
+    VIA_EDITED_LATER,
+    VIA_LATER,
     AnswerFact,
     Fact,
     FindingFact,
@@ -241,7 +243,10 @@ class AguiGrammar:
                     at=at,
                     seq=seq,
                     digest=digest,
-                    via=VIA_EDITED if decision.edited else "resume",
+                    # an entry after the first says so (Mastra reads the first only)
+                    via=(VIA_EDITED_LATER if i else VIA_EDITED)
+                    if decision.edited
+                    else (VIA_LATER if i else "resume"),
                 )
             )
         for d in self._after_resume:
