@@ -277,6 +277,27 @@ class Ingest:
                     progress(cuts.line, stream.position)
         return _together(path, parts)
 
+    def close_held(self, source: str, received_at: int) -> IngestSummary | None:
+        """What the units' dialects still hold for a run's end that has not come (`open_runs`),
+        closed in a unit of its own as if each stream ended there (an `on_interrupt` event is
+        announced by what it says alone): when no later unit can bring those ends, at the end
+        of `sidewatch ingest` or when the daemon stops (its memory is lost). None: nothing was
+        held."""
+        if not len(self.open_runs):
+            return None
+        settle: list[Callable[[], None]] = []
+        with self._writer, self.store.unit(source, received_at, None) as writer:
+            assert writer is not None  # a unit without a key is never a duplicate
+            interpreter = self._interpreter(
+                writer, received_at, None, self.open_calls, self.open_runs, closing=True
+            )
+            res = interpreter.read_chunks([])
+            self._held(interpreter, self.open_calls, self.open_runs, settle)
+            summary = self._written(writer, source, res)
+        for settled in settle:
+            settled()
+        return self._counted(summary)
+
     def _stored(
         self,
         writer: UnitWriter | None,
@@ -325,6 +346,7 @@ class Ingest:
         allowed: frozenset[str] | None,
         calls: OpenCalls,
         runs: OpenRuns,
+        closing: bool = False,
     ) -> Interpreter:
         """The interpreter of a unit for its open writer, refusing lines of a kind not in
         `allowed` (None: every kind allowed), reading the tool calls earlier units left open
@@ -342,6 +364,7 @@ class Ingest:
             allowed,
             calls,
             runs,
+            closing,
         )
 
     def _written(

@@ -131,10 +131,11 @@ class Interpreter(AguiGrammar):
         allowed: frozenset[str] | None = None,
         open_calls: OpenCalls | None = None,
         open_runs: OpenRuns | None = None,
+        closing: bool = False,
     ) -> None:
         # `open_runs`: what earlier units' dialects hold for a run's end (None: the unit is
-        # read alone, and closes what it holds at its end).
-        hold = RunHold(open_runs)
+        # read alone, and closes what it holds at its end; `closing`: it closes all of it).
+        hold = RunHold(open_runs, closing)
         super().__init__(
             received_at, seq_base, labels, dialects(labels, frontend_tools, hold), open_calls, hold
         )

@@ -55,6 +55,11 @@ class OpenRuns:
             found = self._records.get(key)
             return self._overdue.get(key) if found is None else found
 
+    def threads(self, what: str) -> list[str]:
+        """The threads with a record of `what` (overdue ones too)."""
+        with self._lock:
+            return [k[1] for k in (*self._records, *self._overdue) if k[0] == what]
+
     def overdue(self) -> list[tuple[Key, Any]]:
         """The records the bound pushed out, oldest first, for the next unit to close."""
         with self._lock:
@@ -78,10 +83,12 @@ class OpenRuns:
 class RunHold:
     """One unit's view of the open runs: what it took from earlier units and what it leaves
     for later ones (`OpenRuns.settle`, once committed). `alone`: no later unit will come (an
-    interpreter read on its own): what is held is closed at the unit's end instead."""
+    interpreter read on its own): what is held is closed at the unit's end instead. `closing`:
+    the unit closes everything `runs` holds (the end of a file, a daemon stopping)."""
 
-    def __init__(self, runs: OpenRuns | None = None) -> None:
-        self.alone = runs is None
+    def __init__(self, runs: OpenRuns | None = None, closing: bool = False) -> None:
+        self.alone = runs is None or closing
+        self.closing = closing
         self.runs = OpenRuns() if runs is None else runs
         self.took: set[Key] = set()
         self.left: dict[Key, Any] = {}
@@ -95,6 +102,10 @@ class RunHold:
             return None
         self.took.add(key)
         return self.runs.get(key)
+
+    def closed(self, what: str) -> list[str]:
+        """The threads whose records of `what` a closing unit takes (none otherwise)."""
+        return self.runs.threads(what) if self.closing else []
 
     def leave(self, what: str, thread: str, value: Any) -> None:
         """The thread's record of `what` for the next units (an empty one is not held)."""

@@ -1,6 +1,7 @@
 """What a run's end decides of what came before it, held across units (`openruns.py`): an
 `on_interrupt` event waits for its run's end in a later unit, a unit not committed leaves what
-was held as it was, and past the bound a held event is announced, never lost."""
+was held as it was, past the bound a held event is announced, never lost, and so is what is
+held when no later unit can come (the end of `sidewatch ingest`, a daemon stopping)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ from typing import Any
 
 import orjson
 
+from sidewatch.app.audit import audit
+from sidewatch.app.ingest import Ingest
+from sidewatch.config import Config
 from sidewatch.core.facts import FindingFact, InterruptFact
+from sidewatch.core.policy import DEFAULT_POLICY
 from sidewatch.core.vocab import FindingRule
 from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.openruns import OpenRuns
+from sidewatch.store.db import open_store
+from sidewatch.store.repo import Store
 
 RECEIVED = 1_785_081_600_000
 PROTECT = RefProtector(b"test-key", ("role:", "policy:"))
@@ -87,3 +94,32 @@ def test_past_the_bound_the_oldest_event_is_announced_by_the_next_unit() -> None
         (f.thread_id, f.interrupt_id) for f in res.facts if isinstance(f, InterruptFact)
     ]
     assert 2 == len(runs)
+
+
+def test_a_closing_unit_announces_what_every_thread_holds() -> None:
+    runs = OpenRuns()
+    unit(runs, line("RUN_STARTED", "a"), held("a"), line("RUN_STARTED", "b"), held("b"))
+    interp = Interpreter(RECEIVED, 0, PROTECT, open_runs=runs, closing=True)
+    res = interp.read_chunks([])
+    interp.hold.settle()
+    assert (["a", "b"], 0) == (
+        sorted(f.thread_id for f in res.facts if isinstance(f, InterruptFact)),
+        len(runs),
+    )
+
+
+def test_ingest_closes_what_is_held_when_no_later_unit_can_end_it(db_url: str) -> None:
+    """A body whose run never ends holds its event (a later body may end the run); at the end
+    of `sidewatch ingest`, or when the daemon stops, it is announced, not lost."""
+    engine = open_store(db_url)
+    store = Store(engine)
+    ingest = Ingest(store, PROTECT, Config())
+    ingest.body("test", line("RUN_STARTED") + b"\n" + held() + b"\n", RECEIVED)
+    before = [a.verdict.request_id for a in audit(store, (DEFAULT_POLICY,), RECEIVED + 1_000)]
+    closed = ingest.close_held("shutdown", RECEIVED + 500)
+    after = [a.verdict.request_id for a in audit(store, (DEFAULT_POLICY,), RECEIVED + 1_000)]
+    again = ingest.close_held("shutdown", RECEIVED + 600)
+    engine.dispose()
+
+    assert ([], ["t1/r1#1"], None) == (before, after, again)
+    assert closed is not None and () == closed.rejects

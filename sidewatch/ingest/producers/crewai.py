@@ -91,6 +91,8 @@ class CrewAI(Dialect):
 
     def finish(self, g: Grammar) -> None:
         """Left for the next units: held pauses by run, known ones by id."""
+        for thread in self.hold.closed(HOLD):  # a closing unit takes every thread's
+            self._thread(thread)
         self.hold.overdue(HOLD)  # pushed out by the bound: nothing is announced by them
         if self.hold.alone:
             return

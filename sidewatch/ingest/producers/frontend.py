@@ -141,6 +141,8 @@ class Frontend(Dialect):
 
     def finish(self, g: Grammar) -> None:
         """Left for the next units: the thread's calls by run, results, names and waits."""
+        for thread in self.hold.closed(HOLD):  # a closing unit takes every thread's
+            self._thread(thread)
         self.hold.overdue(HOLD)  # pushed out by the bound: no wait is derived from them
         if self.hold.alone:
             return

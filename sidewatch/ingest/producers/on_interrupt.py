@@ -110,6 +110,8 @@ class OnInterrupt(Dialect):
         """Runs whose end is not in this unit: their events are left for the next units
         (announced now when the unit is read alone, or when they came after their run's end
         in it); those the bound pushed out, announced."""
+        for thread in self.hold.closed(HOLD):  # a closing unit takes every thread's
+            self._thread(thread)
         for thread, held in self.hold.overdue(HOLD):
             for run, events in held:
                 self._held[(thread, run)] = [*events, *self._held.get((thread, run), [])]
