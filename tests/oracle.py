@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, replace
 
 from sidewatch.core.facts import (
     VIA_EDITED,
+    VIA_EDITED_LATER,
+    VIA_LATER,
     AnswerFact,
     FindingFact,
     InterruptFact,
@@ -121,7 +123,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
     """Every wait of the thread with its timeline, in the order the waits were announced."""
     calls = {(c.run_id, c.tool_call_id): c for c in facts.tool_calls}
     latest = {c.tool_call_id: c for c in sorted(facts.tool_calls, key=lambda c: (c.at, c.seq))}
-    facts = _first_tool_message_answers(_gated_call_answers(facts))
+    facts = _first_tool_message_answers(_gated_call_answers(_mastra_first_entries(facts)))
     known = {i.interrupt_id for i in facts.interrupts}
     hashed = {key_hash(i): i for i in known}
     finished = {r.run_id for r in facts.runs if r.mark is RunMark.FINISHED}
@@ -208,7 +210,7 @@ def assemble(facts: ThreadFacts, policy_for: PolicyFor) -> ThreadWaits:
             a = fact
             open_then = [w for w in b.waits if w.key < key and _open_at(w, b, policy_for, key)]
             if len(open_then) == 1:
-                d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True, a.via == VIA_EDITED)
+                d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True, a.via in EDITED)
                 b.extra.append((open_then[0], d))
 
     facts = b.facts
@@ -361,7 +363,7 @@ def _items(w: _Wait, b: _Built) -> list[Item]:
             items.append(Receipt(s.at, s.seq))
     for a in facts.answers:
         if _answer_wait(a, b.by_id) is w:
-            edited = a.via == VIA_EDITED
+            edited = a.via in EDITED
             items.append(Decision(a.at, a.seq, a.code, a.digest, run_id=a.run_id, edited=edited))
     for h in facts.heartbeats:
         beat = Heartbeat(h.at, h.seq, h.handle, h.last_at, h.last_seq, h.beats)
@@ -413,6 +415,21 @@ def _open_at(w: _Wait, b: _Built, policy_for: PolicyFor, before: Key) -> bool:
     ev = _evidence(w, b)
     ev = replace(ev, items=tuple(i for i in ev.items if (i.at, i.seq) < before))
     return classify(ev, policy_for(ev.action, ev.reason), before[0]).state not in CLOSED_STATES
+
+
+EDITED = (VIA_EDITED, VIA_EDITED_LATER)
+
+
+def _mastra_first_entries(facts: ThreadFacts) -> ThreadFacts:
+    """@ag-ui/mastra resumes by an input's first `resume[]` entry only: a later entry naming
+    a Mastra suspension answers nothing."""
+    mastra = {i.interrupt_id for i in facts.interrupts if i.reason == "mastra:tool_suspend"}
+    kept = tuple(
+        a
+        for a in facts.answers
+        if not (a.via in (VIA_LATER, VIA_EDITED_LATER) and a.interrupt_id in mastra)
+    )
+    return replace(facts, answers=kept)
 
 
 def _gated_call_answers(facts: ThreadFacts) -> ThreadFacts:

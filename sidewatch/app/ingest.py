@@ -16,6 +16,7 @@ from sidewatch.core.vocab import LineKind
 from sidewatch.errors import InputError, TooLarge
 from sidewatch.exporters.snapshot import IngestCounters
 from sidewatch.ingest.opencalls import OpenCalls
+from sidewatch.ingest.openruns import OpenRuns
 from sidewatch.ingest.reader import (
     NDJSON_TYPES,
     FileCuts,
@@ -168,6 +169,8 @@ class Ingest:
         self.counters = IngestCounters() if counters is None else counters
         # Tool calls a unit left open, for their parts in later units (memory only).
         self.open_calls = OpenCalls()
+        # What the dialects hold for a run's end that a later unit may bring (memory only).
+        self.open_runs = OpenRuns()
         # SQLite has one writer: units are committed one at a time (PostgreSQL needs no lock).
         sqlite = store.engine.dialect.name == "sqlite"
         self._writer: AbstractContextManager[object] = threading.Lock() if sqlite else nullcontext()
@@ -197,7 +200,7 @@ class Ingest:
         """One unit (as `read` gives it) committed in a transaction of its own, and counted."""
         settle: list[Callable[[], None]] = []
         with self._writer, self.store.unit(unit.source, unit.received_at, unit.key) as writer:
-            summary = self._stored(writer, unit, settle, self.open_calls)
+            summary = self._stored(writer, unit, settle, self.open_calls, self.open_runs)
         for settled in settle:  # committed: its open calls are held for the next units
             settled()
         return self._counted(summary)
@@ -208,11 +211,12 @@ class Ingest:
         committed or none. A StoreRefused from any of them rolls back every one."""
         settle: list[Callable[[], None]] = []
         calls = self.open_calls.fork()  # each unit of the batch sees the calls of those before
+        runs = self.open_runs.fork()  # and what their runs hold
         with self._writer, self.store.units() as batch:
             summaries: list[IngestSummary] = []
             for unit in units:
                 writer = batch.unit(unit.source, unit.received_at, unit.key)
-                summaries.append(self._stored(writer, unit, settle, calls))
+                summaries.append(self._stored(writer, unit, settle, calls, runs))
         for settled in settle:
             settled()
         return [self._counted(s) for s in summaries]
@@ -260,9 +264,11 @@ class Ingest:
                 settle: list[Callable[[], None]] = []
                 with self._writer, self.store.unit(path, received_at, None) as writer:
                     assert writer is not None  # a unit without a key is never a duplicate
-                    interpreter = self._interpreter(writer, received_at, None, self.open_calls)
+                    interpreter = self._interpreter(
+                        writer, received_at, None, self.open_calls, self.open_runs
+                    )
                     res = interpreter.read_chunks(cuts.unit(interpreter.calls))
-                    self._held(interpreter, self.open_calls, settle)
+                    self._held(interpreter, self.open_calls, self.open_runs, settle)
                     summary = self._written(writer, path, res, offset)
                 for settled in settle:
                     settled()
@@ -271,32 +277,67 @@ class Ingest:
                     progress(cuts.line, stream.position)
         return _together(path, parts)
 
+    def close_held(self, source: str, received_at: int) -> IngestSummary | None:
+        """What the units' dialects still hold for a run's end that has not come (`open_runs`),
+        closed in a unit of its own as if each stream ended there (an `on_interrupt` event is
+        announced by what it says alone): when no later unit can bring those ends, at the end
+        of `sidewatch ingest` or when the daemon stops (its memory is lost). None: nothing was
+        held."""
+        if not len(self.open_runs):
+            return None
+        settle: list[Callable[[], None]] = []
+        with self._writer, self.store.unit(source, received_at, None) as writer:
+            assert writer is not None  # a unit without a key is never a duplicate
+            interpreter = self._interpreter(
+                writer, received_at, None, self.open_calls, self.open_runs, closing=True
+            )
+            res = interpreter.read_chunks([])
+            self._held(interpreter, self.open_calls, self.open_runs, settle)
+            summary = self._written(writer, source, res)
+        for settled in settle:
+            settled()
+        return self._counted(summary)
+
     def _stored(
         self,
         writer: UnitWriter | None,
         unit: ReadUnit,
         settle: list[Callable[[], None]],
         calls: OpenCalls,
+        runs: OpenRuns,
     ) -> IngestSummary:
         """A read unit into its writer (None: its key is stored already, a duplicate), reading
-        the open `calls`; see `_held` for `settle`."""
+        the open `calls` and `runs`; see `_held` for `settle`."""
         if writer is None:
             return _duplicate(unit.source)
-        interpreter = self._interpreter(writer, unit.received_at, unit.allowed, calls)
+        interpreter = self._interpreter(writer, unit.received_at, unit.allowed, calls, runs)
         res = interpreter.read(unit.framed)
-        self._held(interpreter, calls, settle)
+        self._held(interpreter, calls, runs, settle)
         return self._written(writer, unit.source, res)
 
     def _held(
-        self, interpreter: Interpreter, calls: OpenCalls, settle: list[Callable[[], None]]
+        self,
+        interpreter: Interpreter,
+        calls: OpenCalls,
+        runs: OpenRuns,
+        settle: list[Callable[[], None]],
     ) -> None:
-        """What a unit did to the open tool calls (took some, left some open): done at once to
-        `calls` when it is a batch's fork, and put in `settle` for the daemon's own, to be done
-        once the unit is committed (a unit rolled back leaves them as they were)."""
+        """What a unit did to the open tool calls (took some, left some open) and to what its
+        runs hold: done at once to `calls` and `runs` when they are a batch's forks, and put in
+        `settle` for the daemon's own, to be done once the unit is committed (a unit rolled
+        back leaves them as they were)."""
         took, left = interpreter.took, interpreter.left
+        held, kept = interpreter.hold.took, list(interpreter.hold.left.items())
         if calls is not self.open_calls:
             calls.settle(took, left)
-        settle.append(lambda: self.open_calls.settle(took, left))
+        if runs is not self.open_runs:
+            runs.settle(held, kept)
+
+        def settled() -> None:
+            self.open_calls.settle(took, left)
+            self.open_runs.settle(held, kept)
+
+        settle.append(settled)
 
     def _interpreter(
         self,
@@ -304,9 +345,12 @@ class Ingest:
         received_at: int,
         allowed: frozenset[str] | None,
         calls: OpenCalls,
+        runs: OpenRuns,
+        closing: bool = False,
     ) -> Interpreter:
         """The interpreter of a unit for its open writer, refusing lines of a kind not in
-        `allowed` (None: every kind allowed), reading the tool calls earlier units left open."""
+        `allowed` (None: every kind allowed), reading the tool calls earlier units left open
+        and what their runs hold."""
         from sidewatch.ingest.agui import Interpreter  # noqa: PLC0415 (only ingest needs it)
 
         cfg = self.config
@@ -319,6 +363,8 @@ class Ingest:
             cfg.frontend_tools,
             allowed,
             calls,
+            runs,
+            closing,
         )
 
     def _written(

@@ -174,6 +174,9 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
             for r in summary.rejects:
                 click.echo(f"{path}:{r.line}: {r.error}")
             any_rejected = any_rejected or bool(summary.rejects)
+        # The files are one stream: what their runs hold for an end none of them brought is
+        # closed now (this process's memory of it ends with the command).
+        ingest.close_held("sidewatch ingest", int(time.time() * 1000))
     sys.exit(1 if any_rejected else 0)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sidewatch.core.facts import (
-    VIA_EDITED,
+    EDITED,
     AnswerFact,
     FindingFact,
     HeartbeatFact,
@@ -353,7 +353,7 @@ class _Pass:
         if len(open_then) != 1:
             return []
         self.lone_runs.add(a.run_id)
-        d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True, a.via == VIA_EDITED)
+        d = Decision(a.at, a.seq, a.code, a.digest, a.run_id, True, a.via in EDITED)
         return [((a.at, a.seq, LONE_ANSWER, pos[3], 0), (open_then[0], d))]
 
     def _input(self, r: RunFact) -> None:
@@ -380,7 +380,7 @@ class _Pass:
                     fact.digest,
                     fact.run_id,
                     False,
-                    fact.via == VIA_EDITED,
+                    fact.via in EDITED,
                 ),
             )
         elif isinstance(fact, SignalFact):

@@ -95,6 +95,12 @@ class RunTraceFact:
 
 
 VIA_EDITED = "resume_edited"  # an answer's `via`: an accept carrying `editedArgs`
+# A `resume[]` entry after the input's first (plain, or an edited accept): Mastra's adapter
+# reads only the first entry, so a later one does not answer a Mastra suspension.
+VIA_LATER = "resume_later"
+VIA_EDITED_LATER = "edited_later"
+EDITED = frozenset({VIA_EDITED, VIA_EDITED_LATER})  # the `via`s of an edited accept
+REASON_MASTRA = "mastra:tool_suspend"  # a Mastra suspension's reason (@ag-ui/mastra)
 # A `role: "tool"` message answering a call (ADK's confirmation, a frontend-tool wait): only
 # the first one for an id counts, later inputs repeat it in their history.
 VIA_TOOL_MESSAGE = "tool_message"

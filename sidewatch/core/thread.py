@@ -8,7 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from sidewatch.core.facts import (
+    REASON_MASTRA,
+    VIA_EDITED_LATER,
     VIA_GATED_CALL,
+    VIA_LATER,
     VIA_TOOL_MESSAGE,
     AnswerFact,
     InterruptFact,
@@ -21,8 +24,23 @@ from sidewatch.core.model import Code, SubagentState, SubagentStep, SubagentTrac
 
 def answers_of(facts: ThreadFacts) -> tuple[AnswerFact, ...]:
     """The thread's answers as the walk matches them: those naming a gated call aimed at its
-    wait, and only the first tool-message answer of each interrupt."""
-    return _first_tool_message_answers(_by_gated_call(facts))
+    wait, only the first tool-message answer of each interrupt, and no `resume[]` entry after
+    its input's first naming a Mastra suspension (@ag-ui/mastra reads only the first)."""
+    return _first_tool_message_answers(_by_gated_call(_mastra_first_entry(facts)))
+
+
+def _mastra_first_entry(facts: ThreadFacts) -> ThreadFacts:
+    """The facts without the later `resume[]` entries that name a Mastra suspension: Mastra's
+    adapter resumes by the first entry only and ignores the rest (the suspension is asked
+    again), so such an entry answers nothing, and its run is one that ignored the wait."""
+    later = [a for a in facts.answers if a.via in (VIA_LATER, VIA_EDITED_LATER)]
+    if not later:
+        return facts
+    mastra = {i.interrupt_id for i in facts.interrupts if i.reason == REASON_MASTRA}
+    ignored = {id(a) for a in later if a.interrupt_id in mastra}
+    if not ignored:
+        return facts
+    return replace(facts, answers=tuple(a for a in facts.answers if id(a) not in ignored))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from sidewatch.ingest.evidence import EVIDENCE_NAMES, EvidenceError, read_eviden
 from sidewatch.ingest.fields import LineError, need, run_agent_input
 from sidewatch.ingest.grammar import AguiGrammar
 from sidewatch.ingest.opencalls import OpenCalls
+from sidewatch.ingest.openruns import OpenRuns, RunHold
 from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.ingest.producers import dialects
 from sidewatch.ingest.producers.base import Handler
@@ -129,9 +130,14 @@ class Interpreter(AguiGrammar):
         frontend_tools: Sequence[str] = (),
         allowed: frozenset[str] | None = None,
         open_calls: OpenCalls | None = None,
+        open_runs: OpenRuns | None = None,
+        closing: bool = False,
     ) -> None:
+        # `open_runs`: what earlier units' dialects hold for a run's end (None: the unit is
+        # read alone, and closes what it holds at its end; `closing`: it closes all of it).
+        hold = RunHold(open_runs, closing)
         super().__init__(
-            received_at, seq_base, labels, dialects(labels, frontend_tools), open_calls
+            received_at, seq_base, labels, dialects(labels, frontend_tools, hold), open_calls, hold
         )
         # The kinds of line its sender may send (a token's `kinds`; None: all): any other is
         # a `kind_not_allowed` reject. Without `agui`, every AG-UI line takes the tables that

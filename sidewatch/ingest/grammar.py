@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from sidewatch.core.facts import (
     VIA_EDITED,
+    VIA_EDITED_LATER,
+    VIA_LATER,
     AnswerFact,
     Fact,
     FindingFact,
@@ -34,6 +36,7 @@ from sidewatch.ingest.fields import (
     str_or_none,
 )
 from sidewatch.ingest.opencalls import Key, OpenCalls
+from sidewatch.ingest.openruns import RunHold
 from sidewatch.ingest.outcome import Interrupt, check_interrupt, interrupts, meta_digest
 from sidewatch.ingest.payload import Decision, decision_of
 from sidewatch.ingest.producers.base import (
@@ -63,6 +66,7 @@ class AguiGrammar:
         labels: Labels,
         dialects: Sequence[Dialect],
         open_calls: OpenCalls | None = None,
+        hold: RunHold | None = None,
     ) -> None:
         self.received_at = received_at
         self.seq_base = seq_base
@@ -77,6 +81,7 @@ class AguiGrammar:
         self._on_end = [d.call_ended for d in hooked["call_ended"]]
         self._on_result = [d.result for d in hooked["result"]]
         self._gates = [d.gate for d in hooked["gate"]]
+        self._on_begun = [d.run_begun for d in hooked["run_begun"]]
         self._on_ending = [d.run_ending for d in hooked["run_ending"]]
         self._on_ended = [d.run_ended for d in hooked["run_ended"]]
         self._on_finish = [d.finish for d in hooked["finish"]]
@@ -94,6 +99,9 @@ class AguiGrammar:
         self.open_calls = OpenCalls() if open_calls is None else open_calls
         self.took: set[Key] = set()
         self.left: list[tuple[str, Call]] = []
+        # What the dialects hold for a run's end across units (`openruns.py`): the same
+        # view as theirs, settled once the unit is committed.
+        self.hold = RunHold() if hold is None else hold
         # ended calls by (thread, run, call id): name and digest; those an interrupt claimed
         self._ended: dict[tuple[str, str, str], tuple[Call, str]] = {}
         self._claimed: set[tuple[str, str, str]] = set()
@@ -186,6 +194,9 @@ class AguiGrammar:
         return self._ctx
 
     def _set_ctx(self, thread: str, run: str) -> None:
+        if self._ctx != (thread, run):
+            for begun in self._on_begun:
+                begun(self, thread, run)
         self._ctx = (thread, run)
         self._threads.setdefault(run, set()).add(thread)
 
@@ -234,7 +245,10 @@ class AguiGrammar:
                     at=at,
                     seq=seq,
                     digest=digest,
-                    via=VIA_EDITED if decision.edited else "resume",
+                    # an entry after the first says so (Mastra reads the first only)
+                    via=(VIA_EDITED_LATER if i else VIA_EDITED)
+                    if decision.edited
+                    else (VIA_LATER if i else "resume"),
                 )
             )
         for d in self._after_resume:

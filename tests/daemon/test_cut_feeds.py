@@ -1,6 +1,8 @@
 """A real daemon fed a line a body (HTTP) or an event a message (JetStream), each event naming
-its run, gives the ADK and CrewAI captures the verdicts of their whole stream: the same
-capture, its thread renamed, is posted whole beside it and read back from the same ticks."""
+its run, gives the ADK and CrewAI captures the verdicts and findings of their whole stream
+(crewai's `interrupt_reported_as_success` is decided at a run's end in a later body): the
+same capture, its thread renamed, is posted whole beside it and read back from the same
+ticks."""
 
 from __future__ import annotations
 
@@ -31,14 +33,15 @@ def whole(name: str) -> bytes:
     return body
 
 
-Verdict = tuple[str, str | None, str | None, bool, str | None]
+Verdict = tuple[str, str | None, str | None, bool, str | None, tuple[str, ...]]
 
 
 def verdicts(server: Server, count: int) -> dict[str, dict[str, Verdict]]:
-    """(state, action, its digest, uncertain, decision) of every wait by requestId, the whole
-    copy's apart from the cut one's, once `count` waits are audited and both copies agree, or
-    as they stand after 30 s. A cut copy is consumed a message at a time: its wait may show
-    before its last event is read, so the first read of `count` waits is not the answer."""
+    """(state, action, its digest, uncertain, decision, findings) of every wait by requestId,
+    the whole copy's apart from the cut one's, once `count` waits are audited and both copies
+    agree, or as they stand after 30 s. A cut copy is consumed a message at a time: its wait
+    may show before its last event is read, so the first read of `count` waits is not the
+    answer."""
 
     def split() -> dict[str, dict[str, Verdict]]:
         out: dict[str, dict[str, Verdict]] = {"whole": {}, "cut": {}}
@@ -50,6 +53,7 @@ def verdicts(server: Server, count: int) -> dict[str, dict[str, Verdict]]:
                 ev["actionDigest"],
                 w["uncertain"],
                 ev["decision"],
+                tuple(sorted(str(f).replace("whole-", "") for f in w["findings"])),
             )
         return out
 

@@ -18,20 +18,15 @@ from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
 from tests.ingest.producers.captures import CAPTURES, NOW, QUIET
 
-# What a run's end decides of what was read before it in the same unit, other than its tool
-# calls, is still read within one unit (left to a later change): an `on_interrupt` event held
-# for its run's end (ag-ui-crewai's `interrupt_reported_as_success`), an input with no time
-# taking its run's start time (pydantic-ai), the calls a run started without a result (a
-# frontend tool's wait), and the Mastra captures (they still differ when cut with Mastra's
-# dialect in: found when the two were merged, not analysed yet).
+# What a run's end decides of what came before it is held across units (`ingest/openruns.py`:
+# `on_interrupt` events, crewai's pauses, a frontend tool's calls), but for one thing: an input
+# with no time taking its run's start time (pydantic-ai) is still read within one unit (its
+# facts would have to wait for a `RUN_STARTED` that an input posted alone never gets).
 NOT_YET = {
-    "crewai-": "on_interrupt held for its run's end within one unit",
     "pydantic-ai-": "an untimed input takes its run's start time within one unit",
-    "-frontend-tool": "a frontend tool's wait is derived from its run's calls within one unit",
-    "mastra-": "Mastra's captures differ when cut (not analysed yet)",
 }
 # The captures of those that every cut reads alike already.
-SAME = {"crewai-approve-outcome", "mastra-require-approval", "pydantic-ai-wrong-id"}
+SAME = {"pydantic-ai-wrong-id"}
 FIXTURES = [
     pytest.param(
         name,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sidewatch.ingest.openruns import RunHold
 from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.ingest.producers.adk import Adk
 from sidewatch.ingest.producers.agent_framework import AgentFramework
@@ -18,14 +19,18 @@ from sidewatch.ingest.producers.on_interrupt import OnInterrupt
 from sidewatch.ingest.producers.subagent import Subagents
 
 
-def dialects(labels: Labels = NO_LABELS, frontend_tools: Sequence[str] = ()) -> list[Dialect]:
+def dialects(
+    labels: Labels = NO_LABELS, frontend_tools: Sequence[str] = (), hold: RunHold | None = None
+) -> list[Dialect]:
     """One unit's dialects, in the order their hooks run (at a run's end: crewai's finding,
     the held `on_interrupt` events, ADK's confirmations, then frontend-tool waits). Frontend
-    tools are read only when the config names some (`waits.frontendTools`)."""
-    crewai, langgraph = CrewAI(), LangGraph(labels)
+    tools are read only when the config names some (`waits.frontendTools`). `hold`: what
+    they hold for a run's end across units (None: the unit is read alone)."""
+    hold = RunHold() if hold is None else hold
+    crewai, langgraph = CrewAI(hold), LangGraph(labels)
     found = [
         crewai,
-        OnInterrupt(readers=(crewai, langgraph)),  # crewai's object value first
+        OnInterrupt(readers=(crewai, langgraph), hold=hold),  # crewai's object value first
         langgraph,
         Adk(),
         AgentFramework(),
@@ -33,5 +38,5 @@ def dialects(labels: Labels = NO_LABELS, frontend_tools: Sequence[str] = ()) -> 
         Subagents(),
     ]
     if frontend_tools:
-        found.append(Frontend(frontend_tools, labels))
+        found.append(Frontend(frontend_tools, labels, hold))
     return found

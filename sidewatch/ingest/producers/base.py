@@ -158,6 +158,10 @@ class Dialect:
         """What an interrupt about to be announced gates, by this producer's reading."""
         return None
 
+    def run_begun(self, g: Grammar, thread: str, run: str) -> None:
+        """A unit's line of a run other than the one before it (its input or `RUN_STARTED`):
+        what is held for another run of the thread whose end has not come is closed."""
+
     def run_ending(self, thread: str, run: str, outcome: Any, success: bool) -> None:
         """A `RUN_FINISHED` is being read: checks that reject its line (before any fact)."""
 
@@ -167,7 +171,8 @@ class Dialect:
         return False
 
     def finish(self, g: Grammar) -> None:
-        """The unit ended: what is held for a run's end that is not in it."""
+        """The unit ended: what is held for a run's end that is not in it is left for the
+        next units (`openruns.RunHold`), or closed when the unit is read alone."""
 
 
 HOOKS = (
@@ -178,6 +183,7 @@ HOOKS = (
     "call_ended",
     "result",
     "gate",
+    "run_begun",
     "run_ending",
     "run_ended",
     "finish",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sidewatch.core.facts import Fact, FindingFact
 from sidewatch.core.model import Code
 from sidewatch.core.vocab import FindingRule
+from sidewatch.ingest.openruns import RunHold
 from sidewatch.ingest.payload import decision_of
 from sidewatch.ingest.producers.base import Dialect, Grammar, InputStage, RunEnd
 from sidewatch.ingest.producers.on_interrupt import LegacyInterrupt, nonempty
@@ -54,20 +55,62 @@ def first_outcome_decision(schema: Any) -> Code | None:
     return decision_of(labels[0]).code
 
 
+HOLD = "crewai"  # its records in `openruns`: (held pauses by run, known pauses) of a thread
+
+
 class CrewAI(Dialect):
     """Its pauses are held per run until the run's end, and then known by (thread, interrupt
-    id) -> (the run that announced it last, what a cancel of it runs)."""
+    id) -> (the run that announced it last, what a cancel of it runs); both across units
+    (`openruns.py`, by thread: ids and codes only)."""
 
     input_stage = InputStage.FINDINGS
 
-    def __init__(self) -> None:
+    def __init__(self, hold: RunHold | None = None) -> None:
+        self.hold = RunHold() if hold is None else hold
         self._held: dict[tuple[str, str], list[tuple[str, Code | None]]] = {}
         self._known: dict[tuple[str, str], tuple[str, Code | None]] = {}
+        self._threads: set[str] = set()  # those whose records earlier units left are here
+
+    def _thread(self, thread: str) -> None:
+        """The thread's pauses held or known by earlier units, taken the first time."""
+        if thread in self._threads:
+            return
+        self._threads.add(thread)
+        held, known = self.hold.take(HOLD, thread) or ((), ())
+        for run, pauses in held:
+            self._held[(thread, run)] = [*pauses, *self._held.get((thread, run), [])]
+        for interrupt_id, run, first in known:
+            self._known.setdefault((thread, interrupt_id), (run, first))
+
+    def run_begun(self, g: Grammar, thread: str, run: str) -> None:
+        """The thread moved on: the pauses of its runs not ended are dropped, as a unit's
+        end once dropped them (their run's end would have said they ended in success)."""
+        self._thread(thread)
+        for key in [k for k in self._held if k[0] == thread and k[1] != run]:
+            del self._held[key]
+
+    def finish(self, g: Grammar) -> None:
+        """Left for the next units: held pauses by run, known ones by id."""
+        for thread in self.hold.closed(HOLD):  # a closing unit takes every thread's
+            self._thread(thread)
+        self.hold.overdue(HOLD)  # pushed out by the bound: nothing is announced by them
+        if self.hold.alone:
+            return
+        held: dict[str, list[Any]] = {t: [] for t in self._threads}
+        known: dict[str, list[Any]] = {t: [] for t in self._threads}
+        for (thread, run), pauses in self._held.items():
+            held.setdefault(thread, []).append((run, tuple(pauses)))
+        for (thread, interrupt_id), (run, first) in self._known.items():
+            known.setdefault(thread, []).append((interrupt_id, run, first))
+        for thread in {*held, *known}:
+            h, k = tuple(held.get(thread, ())), tuple(known.get(thread, ()))
+            self.hold.leave(HOLD, thread, (h, k) if h or k else ())
 
     def read_on_interrupt(self, value: Any, raw_event: Any) -> LegacyInterrupt | None:
         return crewai_interrupt(value) if raw_event is None else None
 
     def held(self, thread: str, run: str, it: LegacyInterrupt, value: Any) -> None:
+        self._thread(thread)
         if it.interrupt_id is not None:
             first = first_outcome_decision(value.get("responseSchema"))
             self._held.setdefault((thread, run), []).append((it.interrupt_id, first))
@@ -78,6 +121,7 @@ class CrewAI(Dialect):
         """A cancel of a crewai pause is sent to crewai as empty feedback, which it resolves
         to the step's first outcome: a finding, unless that outcome is a decline."""
         found: list[Fact] = []
+        self._thread(thread)
         for entry in inp.resume or ():
             known = self._known.get((thread, entry.interrupt_id))
             if entry.status == "cancelled" and known is not None and known[1] is not Code.DECLINE:
@@ -97,6 +141,7 @@ class CrewAI(Dialect):
         """At a run's end, its pauses are known (for a later cancel of them); a run that
         paused and still ended in success (ag-ui-crewai's default) is a finding."""
         thread, run = end.thread, end.run
+        self._thread(thread)
         for it in end.interrupts:  # ag-ui-crewai's opt-in 1.0 outcome
             if is_crewai(None, it.metadata):
                 self._known[(thread, it.id)] = (run, first_outcome_decision(it.response_schema))

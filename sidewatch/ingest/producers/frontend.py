@@ -8,7 +8,7 @@ the gated call's id. Registered only when the config names frontend tools."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +23,12 @@ from sidewatch.core.facts import (
 )
 from sidewatch.ingest.bounds import DIGEST_MAX
 from sidewatch.ingest.fields import checked, checked_or_none
+from sidewatch.ingest.openruns import RunHold
 from sidewatch.ingest.outcome import pending_ids
 from sidewatch.ingest.payload import NO_LABELS, Decision, Labels, decision_of
 from sidewatch.ingest.producers.adk import ADK_CONFIRMATION, adk_answer
 from sidewatch.ingest.producers.agent_framework import gated_call_of
-from sidewatch.ingest.producers.base import Dialect, Grammar, RunEnd
+from sidewatch.ingest.producers.base import Call, Dialect, Grammar, RunEnd
 
 if TYPE_CHECKING:
     from ag_ui.core import RunAgentInput
@@ -76,26 +77,92 @@ def tool_message_decision(content: Any, labels: Labels = NO_LABELS) -> Decision:
     return decision_of(value, labels)
 
 
-class Frontend(Dialect):
-    """The calls each run started, the (thread, run, call) results seen, and the (thread,
-    call) frontend waits announced."""
+HOLD = "frontend"  # its records in `openruns`: a thread's `_State` as tuples
 
-    def __init__(self, patterns: Sequence[str], labels: Labels = NO_LABELS) -> None:
+
+class Frontend(Dialect):
+    """The calls each run started, the (thread, run, call) results seen, the names of the
+    frontend-tool calls ended, and the (thread, call) frontend waits announced: by thread
+    across units (`openruns.py`: ids and tool names only), until the run's end."""
+
+    def __init__(
+        self, patterns: Sequence[str], labels: Labels = NO_LABELS, hold: RunHold | None = None
+    ) -> None:
         self.patterns = tuple(patterns)  # glob patterns
         self.labels = labels
+        self.hold = RunHold() if hold is None else hold
         self._run_calls: dict[tuple[str, str], list[str]] = {}
         self._results: set[tuple[str, str, str]] = set()
         self._waits: set[tuple[str, str]] = set()
+        self._names: dict[tuple[str, str, str], str] = {}  # (thread, run, call) -> its tool
         # the calls the run being ended left, and whether they were derived from the stream
         self._left: tuple[list[str], bool] = ([], False)
+        self._threads: set[str] = set()  # those whose records earlier units left are here
+
+    def _thread(self, thread: str) -> None:
+        """The thread's record left by earlier units, taken the first time."""
+        if thread in self._threads:
+            return
+        self._threads.add(thread)
+        calls, results, waits, names = self.hold.take(HOLD, thread) or ((), (), (), ())
+        for run, ids in calls:
+            self._run_calls[(thread, run)] = [*ids, *self._run_calls.get((thread, run), [])]
+        self._results.update((thread, run, c) for run, c in results)
+        self._waits.update((thread, c) for c in waits)
+        self._names.update({(thread, run, c): name for run, c, name in names})
 
     def call_started(self, thread: str, run: str, call_id: str) -> None:
+        self._thread(thread)
         self._run_calls.setdefault((thread, run), []).append(call_id)
 
+    def call_ended(self, call_id: str, call: Call, args: str) -> None:
+        """A frontend tool's call may be left by its run in a later unit: its name is kept."""
+        if is_frontend_tool(call.name, self.patterns):
+            self._thread(call.thread_id)
+            self._names[(call.thread_id, call.run_id, call_id)] = call.name
+
     def result(self, thread: str, run: str, call_id: str) -> None:
+        self._thread(thread)
         self._results.add((thread, run, call_id))
 
+    def run_begun(self, g: Grammar, thread: str, run: str) -> None:
+        """The thread moved on: what its runs not ended held is dropped (no wait is derived
+        from a run whose end never came)."""
+        self._thread(thread)
+        self._forget(thread, lambda r: r != run)
+
+    def _forget(self, thread: str, which: Callable[[str], bool]) -> None:
+        """Drop what the thread's runs `which` holds."""
+        for key in [k for k in self._run_calls if k[0] == thread and which(k[1])]:
+            del self._run_calls[key]
+        self._results -= {k for k in self._results if k[0] == thread and which(k[1])}
+        for name_key in [k for k in self._names if k[0] == thread and which(k[1])]:
+            del self._names[name_key]
+
+    def finish(self, g: Grammar) -> None:
+        """Left for the next units: the thread's calls by run, results, names and waits."""
+        for thread in self.hold.closed(HOLD):  # a closing unit takes every thread's
+            self._thread(thread)
+        self.hold.overdue(HOLD)  # pushed out by the bound: no wait is derived from them
+        if self.hold.alone:
+            return
+        rec: dict[str, tuple[list[Any], list[Any], list[Any], list[Any]]] = {
+            t: ([], [], [], []) for t in self._threads
+        }
+        for (thread, run), ids in self._run_calls.items():
+            rec.setdefault(thread, ([], [], [], []))[0].append((run, tuple(ids)))
+        for thread, run, call_id in self._results:
+            rec.setdefault(thread, ([], [], [], []))[1].append((run, call_id))
+        for thread, call_id in self._waits:
+            rec.setdefault(thread, ([], [], [], []))[2].append(call_id)
+        for (thread, run, call_id), name in self._names.items():
+            rec.setdefault(thread, ([], [], [], []))[3].append((run, call_id, name))
+        for thread, parts in rec.items():
+            kept = tuple(tuple(p) for p in parts)
+            self.hold.leave(HOLD, thread, kept if any(kept) else ())
+
     def run_ending(self, thread: str, run: str, outcome: Any, success: bool) -> None:
+        self._thread(thread)
         pending = pending_ids(outcome) if success else []  # may reject the line
         started = self._run_calls.pop((thread, run), [])
         self._left = (pending or started, not pending)
@@ -106,6 +173,7 @@ class Frontend(Dialect):
         it. Each one of a tool the config names is a wait, whose id is the call's."""
         (left, derived), self._left = self._left, ([], False)
         if not end.success:
+            self._forget(end.thread, lambda r: r == end.run)
             return False
         thread, run = end.thread, end.run
         announced = False
@@ -116,11 +184,15 @@ class Frontend(Dialect):
             if open_call is not None and open_call.thread_id == thread:
                 g.end_call(call_id)  # a stream cut before TOOL_CALL_END
             call = g.ended_call(thread, run, call_id)
-            if call is None or not is_frontend_tool(call[0].name, self.patterns):
+            # ended in an earlier unit: its tool's name was kept (its action and digest are
+            # its stored call's, which the engine reads by the wait's toolCallId)
+            name = call[0].name if call is not None else self._names.get((thread, run, call_id))
+            if name is None or not is_frontend_tool(name, self.patterns):
                 continue
             self._waits.add((thread, call_id))
             g.announce_call(thread, run, call_id, end.at, end.seq, REASON_FRONTEND_TOOL)
             announced = True
+        self._forget(thread, lambda r: r == run)
         return announced
 
     def input(
@@ -132,6 +204,7 @@ class Frontend(Dialect):
         answers the wait of the gated call it repeats."""
         calls = history_calls(inp.messages)
         out: list[Fact] = []
+        self._thread(thread)
         for i, m in enumerate(inp.messages):
             call_id = tool_message_call(m)
             if call_id is None or adk_answer(m) is not None:  # ADK's is read already

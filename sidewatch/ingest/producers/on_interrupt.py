@@ -1,7 +1,9 @@
 """`CUSTOM on_interrupt`, the interrupt event from before AG-UI 1.0's outcome, which
-ag-ui-langgraph and ag-ui-crewai both send, each with a value of its own. An event is held
-until its run ends: its id may be known only from the run's 1.0 outcome, and when the outcome
-announces the same interrupt, the outcome's richer fact is kept."""
+ag-ui-langgraph, ag-ui-crewai and @ag-ui/mastra send, each with a value of its own. An event is
+held until its run ends: its id may be known only from the run's 1.0 outcome, and when the
+outcome announces the same interrupt, the outcome's richer fact is kept. The run's end may come
+in a later unit: what a unit holds is left to the next (`openruns.py`, by thread), and closed
+(announced by what it says alone) when the thread's next run begins, or past the bound."""
 
 from __future__ import annotations
 
@@ -11,7 +13,11 @@ from typing import Any, Protocol
 
 from sidewatch.core.vocab import FindingRule, LineKind, RejectReason
 from sidewatch.ingest.fields import LineError, check_expiry, checked_or_none
+from sidewatch.ingest.openruns import RunHold
 from sidewatch.ingest.producers.base import Announcement, Dialect, Grammar, Handler, RunEnd
+
+HOLD = "on_interrupt"  # its records in `openruns`: ((run, held events), ...) of a thread
+Held = tuple["LegacyInterrupt", int, int, str | None]  # an event, its time and seq, subagent
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +50,23 @@ class Reader(Protocol):
 class OnInterrupt(Dialect):
     """Reads the event with the first of its `readers` that knows the value."""
 
-    def __init__(self, readers: Sequence[Reader]) -> None:
+    def __init__(self, readers: Sequence[Reader], hold: RunHold | None = None) -> None:
         self.readers = tuple(readers)
+        self.hold = RunHold() if hold is None else hold
         # the held events per run, until the run's end says what their ids are (the
         # event's `subagentRunId` beside it: ag-ui-langgraph attributes the event itself)
-        self._held: dict[tuple[str, str], list[tuple[LegacyInterrupt, int, int, str | None]]] = {}
+        self._held: dict[tuple[str, str], list[Held]] = {}
+        self._threads: set[str] = set()  # those whose held events earlier units left are here
+        self._ended: set[tuple[str, str]] = set()  # the runs this unit ended
+
+    def _thread(self, thread: str) -> None:
+        """The thread's events held by earlier units, taken the first time (before this
+        unit's: they came first)."""
+        if thread in self._threads:
+            return
+        self._threads.add(thread)
+        for run, events in self.hold.take(HOLD, thread) or ():
+            self._held[(thread, run)] = [*events, *self._held.get((thread, run), [])]
 
     def customs(self) -> dict[str, Handler]:
         return {"on_interrupt": self.on_interrupt}
@@ -70,17 +88,44 @@ class OnInterrupt(Dialect):
                 RejectReason.INVALID_FIELD, "CUSTOM on_interrupt: subagentRunId: must be a string"
             )
         checked_or_none(sub, "CUSTOM on_interrupt: subagentRunId")
+        self._thread(thread)
         self._held.setdefault((thread, run), []).append((it, g.at(obj), g.seq_base + n, sub))
         reader.held(thread, run, it, value)
         return LineKind.INTERRUPT
 
+    def run_begun(self, g: Grammar, thread: str, run: str) -> None:
+        """The thread moved on to another run: the events of its runs not ended are
+        announced by what they say (as if the stream of each ended there)."""
+        self._thread(thread)
+        for t, r in [k for k in self._held if k[0] == thread and k[1] != run]:
+            self._flush(g, t, r, [])
+
     def run_ended(self, g: Grammar, end: RunEnd) -> bool:
+        self._thread(end.thread)
+        self._ended.add((end.thread, end.run))
         self._flush(g, end.thread, end.run, end.announced)
         return False
 
     def finish(self, g: Grammar) -> None:
+        """Runs whose end is not in this unit: their events are left for the next units
+        (announced now when the unit is read alone, or when they came after their run's end
+        in it); those the bound pushed out, announced."""
+        for thread in self.hold.closed(HOLD):  # a closing unit takes every thread's
+            self._thread(thread)
+        for thread, held in self.hold.overdue(HOLD):
+            for run, events in held:
+                self._held[(thread, run)] = [*events, *self._held.get((thread, run), [])]
+                self._flush(g, thread, run, [])
         for thread, run in list(self._held):
-            self._flush(g, thread, run, [])  # a run whose end is not in this unit
+            if self.hold.alone or (thread, run) in self._ended:  # no end is to come
+                self._flush(g, thread, run, [])
+        if self.hold.alone:
+            return
+        by_thread: dict[str, list[tuple[str, tuple[Held, ...]]]] = {t: [] for t in self._threads}
+        for (thread, run), events in self._held.items():
+            by_thread.setdefault(thread, []).append((run, tuple(events)))
+        for thread, runs in by_thread.items():
+            self.hold.leave(HOLD, thread, tuple(runs))
 
     def _flush(self, g: Grammar, thread: str, run: str, announced: list[str]) -> None:
         """Announce the run's held interrupts (`announced`: the ids of its 1.0 outcome, in

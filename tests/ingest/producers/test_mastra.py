@@ -22,6 +22,7 @@ from tests.ingest.producers.captures import (
     audited,
     capture,
     dropping,
+    thread_findings,
     verdicts,
     verdicts_of,
 )
@@ -38,9 +39,9 @@ MASTRA = {
     "mastra-two-suspensions": [("RESUMED", "accept", False)] * 2,
     # the resume broke the stream: the suspension is still there
     "mastra-wrong-id": [("WAITING", None, False)],
-    # Mastra read only the (unknown) first entry and broke the stream: nothing ran, and the
-    # approval in the second entry waits for the refund's result (below, after the grace)
-    "mastra-two-entries-unknown-first": [("WAITING", "accept", False)],
+    # Mastra read only the (unknown) first entry and broke the stream: the approval in the
+    # second entry was never read, so it answers nothing (below)
+    "mastra-two-entries-unknown-first": [("WAITING", None, False)],
     # requireApproval is no interrupt: a plain pending call, and no wait without the config
     "mastra-require-approval": [],
     # a later run moved past the suspension, then an answer ran the refund: reopened by the
@@ -59,14 +60,29 @@ def test_mastra_streams_get_the_verdicts_of_what_happened(
     assert expected == verdicts(db_url, name)
 
 
-def test_an_approval_mastra_never_ran_is_stuck_after_the_grace_not_resumed(db_url: str) -> None:
-    """`mastra-two-entries-unknown-first`: the run that carried the approval broke after
-    `RUN_STARTED`; without the suspended call's result the approval did not reach the tool."""
+def test_a_later_resume_entry_does_not_answer_a_mastra_suspension(db_url: str) -> None:
+    """`mastra-two-entries-unknown-first`: @ag-ui/mastra resumes by the first `resume[]`
+    entry only (an unknown id: the run broke after `RUN_STARTED`); the second entry's approval
+    of the real suspension was never read. It is no decision (before: an approval that then
+    read `STUCK_AFTER_DECISION`); the first entry is the one finding (its run never ends, so
+    it is not yet one that ignored the wait)."""
     body, received = capture("mastra-two-entries-unknown-first"), NOW - 60_000
 
-    assert [("STUCK_AFTER_DECISION", "accept", False)] == verdicts_of(
-        db_url, body, received, received + GRACE + 1
+    assert [("WAITING", None, False)] == verdicts_of(db_url, body, received, received + GRACE + 1)
+    assert ["answer_unknown_interrupt"] == thread_findings(
+        db_url, "mastra-two-entries-unknown-first"
     )
+
+
+def test_the_first_resume_entry_answers_a_mastra_suspension(db_url: str) -> None:
+    """The same input with the real suspension's entry first: Mastra reads it, and so does
+    sidewatch (the unknown id after it is no answer to anything)."""
+    body = capture("mastra-two-entries-unknown-first")
+    first, second = b'{"interruptId":"run-1::not-a-call"', b'{"interruptId":"run-1::call_refund_1"'
+    swapped = body.replace(first, b"\0").replace(second, first).replace(b"\0", second)
+    assert swapped != body
+
+    assert [("WAITING", "accept", False)] == verdicts_of(db_url, swapped)
 
 
 def test_an_approved_suspension_whose_run_finishes_without_its_result_is_stuck(
