@@ -2,7 +2,8 @@
 facts, rejects and line kinds of each capture under tests/ingest/producers/fixtures and
 /work/shared/fixtures (or the directories given), with frontend tools off and on, as a token of
 every kind, of `agui` only and of the evidence kinds only, both as one body and as a file
-streamed a few lines a unit. No store: the interpreter's own output, digests as stored by default (not keyed).
+streamed a few lines a unit. No store: the interpreter's own output, digests as stored by
+default (not keyed).
 
     .venv/bin/python bench/ingest_facts.py record before.json
     .venv/bin/python bench/ingest_facts.py compare before.json   # exit 1 on any difference
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from sidewatch.ingest.agui import Interpreter
+from sidewatch.ingest.agui import Interpreter, UnitResult
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.ingest.opencalls import OpenCalls
 from sidewatch.ingest.reader import FileCuts, frame
@@ -34,7 +35,9 @@ RECEIVED = 1_785_083_340_000
 SEQ_BASE = 7 << 32
 
 
-def reading(body: bytes, frontend: tuple[str, ...], allowed: frozenset[str] | None) -> list:
+def reading(
+    body: bytes, frontend: tuple[str, ...], allowed: frozenset[str] | None
+) -> list[dict[str, object]]:
     """The capture read as one body, then as a file cut in units of 7 lines: what each gives."""
     protect = RefProtector(b"k" * 32, ("role:", "team:"), False)
     out = []
@@ -56,7 +59,7 @@ def reading(body: bytes, frontend: tuple[str, ...], allowed: frozenset[str] | No
     return out
 
 
-def _result(res, protect: RefProtector) -> dict:  # noqa: ANN001
+def _result(res: UnitResult, protect: RefProtector) -> dict[str, object]:
     return {
         "facts": [repr(f) for f in protect.digests(res.facts)],
         "rejects": [repr(r) for r in res.rejects],
