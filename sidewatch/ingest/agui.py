@@ -144,7 +144,8 @@ class Interpreter(AguiGrammar):
         # once per tuple of dialect classes, only the dialects' own handlers bound per unit.
         ds = self.dialects
         tables = _tables(tuple(map(type, ds)), self._agui, self)
-        handlers, byte_handlers, customs = dict(tables.handlers), dict(tables.byte_handlers), {}
+        handlers, byte_handlers = dict(tables.handlers), dict(tables.byte_handlers)
+        customs: dict[str, Handler] = {}
         for key, at, func in tables.bound:
             handlers[key] = byte_handlers[key.encode()] = MethodType(func, ds[at])
         for key, at, func in tables.customs:
