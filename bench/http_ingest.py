@@ -3,15 +3,24 @@ bodies measured in the same run (the floor: what the store and interpreter cost 
 with `--replicas N`, also N replicas on one PostgreSQL database (a throw-away one on the
 running server), the clients posting to them in turn, beside the single SQLite replica.
 
+The client is not the bottleneck (issue 33): `--clients` processes, each posting its share of
+the bodies on one keep-alive `http.client` connection, the bodies built before the clock
+starts. Beside sidewatch, the same client feeds a bare Starlette endpoint under the same
+uvicorn (it reads each body whole and answers a small JSON): what HTTP itself costs here, and
+the most this client can measure.
+
     .venv/bin/python bench/http_ingest.py [--bodies 60] [--clients 2] [--replicas 3]
 
-Target: at least 100,000 lines/s over HTTP on the 2-core machine.
+Target: at least 100,000 lines/s over HTTP on the 2-core machine, and at least 0.7 of the
+in-process ingest.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
+import http.client
+import multiprocessing
+import os
 import socket
 import subprocess
 import sys
@@ -19,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
+import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ingest import stream
@@ -54,52 +63,107 @@ def in_process(units: list[bytes]) -> float:
     return len(units) * LINES_PER_BODY / elapsed
 
 
-def _replica(db: str) -> tuple[subprocess.Popen[bytes], str]:
+BARE = """
+import sys
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+async def events(request):
+    body = await request.body()
+    return JSONResponse({"accepted": body.count(b"\\n"), "skipped": 0})
+
+async def health(request):
+    return JSONResponse({"ok": True})
+
+app = Starlette(routes=[Route("/v1/events", events, methods=["POST"]), Route("/healthz", health)])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="off")
+"""
+
+
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sidewatch", "serve", "--db", db, "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
+        return int(s.getsockname()[1])
+
+
+def _started(argv: list[str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
         try:
-            httpx.get(f"{url}/healthz", timeout=1)
-            return proc, url
-        except httpx.TransportError:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/healthz")
+            conn.getresponse().read()
+            conn.close()
+            return proc
+        except OSError:
             time.sleep(0.1)
     proc.kill()
-    raise SystemExit(f"sidewatch serve on {db} did not start")
+    raise SystemExit(f"{argv} did not start")
+
+
+def _replica(db: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = _free_port()
+    argv = [sys.executable, "-m", "sidewatch", "serve", "--db", db, "--listen", f"127.0.0.1:{port}"]
+    return _started(argv, port), port
+
+
+_UNITS: list[bytes] = []  # the bodies, inherited by the forked clients
+
+
+def _client(job: tuple[list[int], list[int]]) -> int:
+    """One client process: its bodies (by index) posted in turn on one keep-alive connection
+    to each port; the lines the server says it took."""
+    indices, ports = job
+    conns = {p: http.client.HTTPConnection("127.0.0.1", p, timeout=120) for p in ports}
+    lines = 0
+    for k, n in enumerate(indices):
+        conn = conns[ports[k % len(ports)]]
+        conn.request("POST", "/v1/events", _UNITS[n], {"content-type": "application/x-ndjson"})
+        answer = conn.getresponse()
+        data = answer.read()
+        if answer.status != 200:
+            raise SystemExit(f"HTTP {answer.status}: {data[:200]!r}")
+        got = orjson.loads(data)
+        lines += int(got["accepted"]) + int(got["skipped"])
+    for conn in conns.values():
+        conn.close()
+    return lines
+
+
+def drive(units: list[bytes], clients: int, ports: list[int]) -> float:
+    """Lines a second of `clients` forked client processes posting every body once."""
+    _UNITS[:] = units
+    jobs = [(list(range(c, len(units), clients)), ports) for c in range(clients)]
+    with multiprocessing.get_context("fork").Pool(clients) as pool:
+        pool.map(_client, [([], ports)] * clients)  # forked and connected before the clock
+        start = time.perf_counter()
+        lines = sum(pool.map(_client, jobs))
+        elapsed = time.perf_counter() - start
+    return lines / elapsed
 
 
 def over_http(units: list[bytes], clients: int, db: str, replicas: int = 1) -> float:
     started = [_replica(db) for _ in range(replicas)]
-    urls = [url for _, url in started]
     try:
-
-        def post(job: tuple[int, bytes]) -> int:
-            n, body = job
-            with httpx.Client(timeout=60) as c:
-                r = c.post(
-                    f"{urls[n % len(urls)]}/v1/events",
-                    content=body,
-                    headers={"content-type": "application/x-ndjson"},
-                )
-                r.raise_for_status()
-                return int(r.json()["accepted"]) + int(r.json()["skipped"])
-
-        start = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-            lines = sum(pool.map(post, enumerate(units)))
-        elapsed = time.perf_counter() - start
+        return drive(units, clients, [port for _, port in started])
     finally:
         for proc, _ in started:
             proc.terminate()
         for proc, _ in started:
             proc.wait(timeout=30)
-    return lines / elapsed
+
+
+def bare(units: list[bytes], clients: int) -> float:
+    """The same client against a bare Starlette endpoint under uvicorn."""
+    port = _free_port()
+    proc = _started([sys.executable, "-c", BARE, str(port)], port)
+    try:
+        return drive(units, clients, [port])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def main() -> None:
@@ -114,12 +178,22 @@ def main() -> None:
     floor = in_process(units)
     with tempfile.TemporaryDirectory() as tmp:
         http = over_http(units, args.clients, f"sqlite:///{tmp}/http.db")
-    print(f"{args.bodies} bodies of {LINES_PER_BODY} lines, {args.clients} clients")
-    print(f"in-process ingest (floor)   : {floor:12,.0f} lines/s")
+    endpoint = bare(units, args.clients)
     print(
-        f"HTTP ingest (sidewatch serve): {http:12,.0f} lines/s  ratio {http / floor:.2f}  "
-        f"(target >= 100,000 lines/s: {'ok' if http >= 100_000 else 'BELOW TARGET'})"
+        f"{args.bodies} bodies of {LINES_PER_BODY} lines ({len(units[0]) / 1000:.0f} KB), "
+        f"{args.clients} client processes (http.client, keep-alive)"
     )
+    print(f"in-process ingest (floor)    : {floor:12,.0f} lines/s")
+    print(
+        f"HTTP ingest (sidewatch serve): {http:12,.0f} lines/s  ratio {http / floor:.2f} "
+        f"(target >= 0.70: {'ok' if http / floor >= 0.7 else 'BELOW TARGET'}; >= 100,000 "
+        f"lines/s: {'ok' if http >= 100_000 else 'BELOW TARGET'})"
+    )
+    print(
+        f"bare Starlette endpoint      : {endpoint:12,.0f} lines/s  (the same client; "
+        f"sidewatch is {http / endpoint:.2f} of it)"
+    )
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.replicas:
         with pg_database() as db:
             pg = over_http(units, max(args.clients, args.replicas), db, args.replicas)

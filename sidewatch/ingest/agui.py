@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from types import MethodType
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from sidewatch.ingest.opencalls import OpenCalls
 from sidewatch.ingest.openruns import OpenRuns, RunHold
 from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.ingest.producers import dialects
-from sidewatch.ingest.producers.base import Handler
+from sidewatch.ingest.producers.base import Dialect, Handler
 from sidewatch.ingest.reader import Framed
 
 # AG-UI 1.0's event types (`ag_ui.core.EventType`, checked in the tests): named here so that a
@@ -145,21 +146,19 @@ class Interpreter(AguiGrammar):
         self.allowed = allowed
         self._agui = allowed is None or "agui" in allowed
         self._skipped, self._skipped_str = (_SKIPPED, _SKIPPED_STR) if self._agui else ({}, {})
-        handlers = dict(_GRAMMAR)
-        for d in self.event_hooks:
-            handlers.update(d.events())
-        self._customs: dict[str, Handler] = {}
-        for d in self.custom_hooks:
-            self._customs.update(d.customs())
-        if not self._agui:
-            # The same types for a sender that may not send AG-UI lines: each is refused,
-            # but a CUSTOM event, which may be evidence of a kind it may send.
-            handlers = {
-                k: _GRAMMAR["CUSTOM"] if k == "CUSTOM" else Interpreter._agui_refused
-                for k in (*_SKIPPED_STR, *handlers)
-            }
-        self._handlers = handlers
-        self._byte_handlers = {k.encode(): v for k, v in handlers.items()}
+        # The dispatch tables are the same for every unit read by the same dialects: built
+        # once per tuple of dialect classes, only the dialects' own handlers bound per unit.
+        ds = self.dialects
+        tables = _tables(tuple(map(type, ds)), self._agui, self)
+        handlers, byte_handlers = dict(tables.handlers), dict(tables.byte_handlers)
+        customs: dict[str, Handler] = {}
+        for key, at, func in tables.bound:
+            handlers[key] = byte_handlers[key.encode()] = MethodType(func, ds[at])
+        for key, at, func in tables.customs:
+            customs[key] = MethodType(func, ds[at])
+        self._handlers: dict[str, LineHandler] = handlers
+        self._byte_handlers: dict[bytes, LineHandler] = byte_handlers
+        self._customs: dict[str, Handler] = customs
         self.protect_ref = protect_ref
         self.max_line_bytes = max_line_bytes  # a longer (relevant) line is a reject
         self.result = UnitResult(facts=self.facts)
@@ -394,3 +393,59 @@ _GRAMMAR: dict[str, LineHandler] = {
     "TOOL_CALL_RESULT": Interpreter.tool_result,
     "CUSTOM": Interpreter._custom,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class _Tables:
+    """A unit's dispatch tables for one tuple of dialect classes: the grammar's handlers by
+    type (str and bytes), and the dialects' own, bound to a unit's dialects when it is built
+    (key, index of the dialect, its function)."""
+
+    handlers: dict[str, LineHandler]
+    byte_handlers: dict[bytes, LineHandler]
+    bound: tuple[tuple[str, int, Callable[..., LineKind]], ...]
+    customs: tuple[tuple[str, int, Callable[..., LineKind]], ...]
+
+
+_TABLES: dict[tuple[tuple[type[Dialect], ...], bool], _Tables] = {}
+
+
+def _tables(kinds: tuple[type[Dialect], ...], agui: bool, first: Interpreter) -> _Tables:
+    """The tables of `kinds` (and whether AG-UI lines are allowed), read from the dialects of
+    the first unit built with them (`first`): a dialect's handlers are its own methods, and
+    which types and names it reads is its class's (never an instance's) to say."""
+    found = _TABLES.get((kinds, agui))
+    if found is not None:
+        return found
+    ds = first.dialects
+    index = {id(d): i for i, d in enumerate(ds)}
+
+    def unbound(d: Dialect, table: dict[str, Handler]) -> list[tuple[str, int, Any]]:
+        out = []
+        for key, handler in table.items():
+            if not isinstance(handler, MethodType) or handler.__self__ is not d:
+                raise TypeError(f"{type(d).__name__}: a handler that is not its own method")
+            out.append((key, index[id(d)], handler.__func__))
+        return out
+
+    own: list[tuple[str, int, Any]] = []
+    for d in first.event_hooks:
+        own = [o for o in own if o[0] not in d.events()] + unbound(d, d.events())
+    customs: list[tuple[str, int, Any]] = []
+    for d in first.custom_hooks:
+        customs = [c for c in customs if c[0] not in d.customs()] + unbound(d, d.customs())
+    theirs = {o[0] for o in own}
+    handlers: dict[str, LineHandler] = {k: v for k, v in _GRAMMAR.items() if k not in theirs}
+    if not agui:
+        # The same types for a sender that may not send AG-UI lines: each is refused, but a
+        # CUSTOM event, which may be evidence of a kind it may send.
+        handlers = {
+            k: _GRAMMAR["CUSTOM"] if k == "CUSTOM" else Interpreter._agui_refused
+            for k in (*_SKIPPED_STR, *_GRAMMAR, *(o[0] for o in own))
+        }
+        own = []
+    found = _Tables(
+        handlers, {k.encode(): v for k, v in handlers.items()}, tuple(own), tuple(customs)
+    )
+    _TABLES[(kinds, agui)] = found
+    return found

@@ -33,7 +33,11 @@ def action_digest(name: str, args_text: str) -> str:
         args = orjson.loads(args_text) if args_text.strip() else {}
     except orjson.JSONDecodeError:
         args = args_text
-    return digest_of({"name": name, "args": args})
+    value = {"name": name, "args": args}
+    # The wrapper's keys are ASCII and the name a string: only the arguments need the check.
+    if type(args) is str or _orjson_is_canonical(args):
+        return _sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+    return digest_of(value)
 
 
 def digest_of(value: Any) -> str:
@@ -47,6 +51,10 @@ def digest_of(value: Any) -> str:
     except (rfc8785.CanonicalizationError, ValueError, TypeError):
         # Out of RFC 8785's domain (e.g. an integer beyond 2**53): fall back to sorted-key JSON.
         canonical = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return _sha256(canonical)
+
+
+def _sha256(canonical: bytes) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 

@@ -83,8 +83,18 @@ def frame(
     per line."""
     body = inflated(body, encoding, max_inflated)
     if _is_ndjson(body, media_type):
-        return Framed(lines=body.split(b"\n"))
+        return Framed(lines=split_lines(body))
     return Framed(items=list(_frames(body, media_type)))
+
+
+def split_lines(text: bytes) -> list[bytes]:
+    """The lines of NDJSON text, as `wc -l` and `split -l` count them: a final newline ends
+    the last line and starts none (nothing after it is no line), so a text of n lines is n
+    whether it ends in a newline or not. CRLF lines keep their CR (`feed` strips it)."""
+    lines = text.split(b"\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 def _is_ndjson(body: bytes, media_type: str | None) -> bool:
@@ -138,7 +148,7 @@ def _frames(body: bytes, media_type: str | None) -> Iterator[Line]:
                 return
             except orjson.JSONDecodeError:
                 pass  # NDJSON after all
-        yield from enumerate(body.split(b"\n"), start=1)
+        yield from enumerate(split_lines(body), start=1)
 
 
 STREAM_CHUNK = 1 << 20  # bytes of a file read (or inflated) at a time
@@ -195,7 +205,8 @@ class NdjsonFile:
                     yield b"".join(pending).split(b"\n")
                     pending = [block[nl + 1 :]]
                 block = next(self._blocks, b"")
-            yield [b"".join(pending)]
+            if rest := b"".join(pending):  # after the last newline: a last line, if any
+                yield [rest]
 
 
 def _inflate(raw: Iterator[bytes], path: str) -> Iterator[bytes]:

@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import select
 
 from sidewatch.app.audit import audit
-from sidewatch.app.ingest import Ingest
+from sidewatch.app.ingest import Ingest, framed_unit
 from sidewatch.config import Config
 from sidewatch.core.policy import DEFAULT_POLICY
-from sidewatch.errors import StoreRefused
+from sidewatch.errors import StoreRefused, TooLarge
 from sidewatch.ingest import reader
 from sidewatch.ingest.digest import RefProtector
 from sidewatch.store.db import open_store
@@ -73,6 +73,48 @@ def test_a_file_read_in_chunks_is_stored_as_the_unit_its_bytes_make(
     assert by_bytes == by_chunks
     assert 2 == len(by_chunks.rejects)
     assert rows(whole) == rows(chunked)
+
+
+LIMIT = 3
+
+
+@pytest.mark.parametrize("final", [True, False], ids=["final-newline", "no-final-newline"])
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_a_unit_of_exactly_the_line_limit_is_taken_and_one_line_more_is_refused_as_such(
+    ending: bytes, final: bool
+) -> None:
+    """Issue 33: 3 lines against a limit of 3 were refused as 4 (the newline after the last
+    line counted as starting one more)."""
+    line = b'{"type":"STEP_STARTED","stepName":"plan"}'
+
+    def body(n: int) -> bytes:
+        return ending.join([line] * n) + (ending if final else b"")
+
+    assert LIMIT == len(framed_unit(body(LIMIT), None, LIMIT).lines)
+    with pytest.raises(TooLarge, match=f"^{LIMIT + 1} lines, over the limit of {LIMIT} a unit"):
+        framed_unit(body(LIMIT + 1), None, LIMIT)
+    with pytest.raises(TooLarge, match=f"^{LIMIT + 1} lines"):  # as a declared NDJSON body too
+        framed_unit(body(LIMIT + 1), "application/x-ndjson", LIMIT)
+    # a gzipped body and one sent as application/json are counted alike
+    assert LIMIT == len(framed_unit(gzip.compress(body(LIMIT)), None, LIMIT).lines)
+    assert LIMIT == len(framed_unit(body(LIMIT), "application/json", LIMIT).items)
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_a_file_read_in_chunks_has_the_lines_of_its_body_a_final_newline_starting_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: bytes
+) -> None:
+    body = ending.join(SEED.read_bytes().splitlines()) + ending
+    path = tmp_path / "traffic.ndjson"
+    path.write_bytes(body)
+    monkeypatch.setattr(reader, "STREAM_CHUNK", 64)
+    chunks = reader.ndjson_file(str(path))
+    assert chunks is not None
+
+    lines = [line for chunk in chunks for line in chunk]
+
+    assert reader.frame(body).lines == lines
+    assert body.count(b"\n") == len(lines)
 
 
 @pytest.mark.parametrize(

@@ -501,6 +501,28 @@ def test_a_file_over_the_line_limit_is_stored_in_units_with_the_verdicts_of_one(
     assert 6 == units  # 69 lines: a unit ends at the first run's end past its 10th line
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_standard_input_of_exactly_the_line_limit_is_taken_one_line_more_refused(
+    db: str, tmp_path: Path, ending: str
+) -> None:
+    """Issue 33: a unit of exactly `maxLinesPerUnit` lines (what `split -l` gives) is taken."""
+    lines = _quiet_unit(tmp_path).read_text().splitlines()
+    limits = _limits(tmp_path, maxLinesPerUnit=2)
+
+    taken = CliRunner().invoke(
+        cli, ["ingest", "--config", limits, "--db", db, "-"], input=ending.join(lines) + ending
+    )
+    refused = CliRunner().invoke(
+        cli,
+        ["ingest", "--config", limits, "--db", db, "-"],
+        input=ending.join([*lines, lines[0]]) + ending,
+    )
+
+    assert (0, "-: 2 accepted, 0 skipped, 0 rejected\n") == (taken.exit_code, taken.output)
+    assert 1 == refused.exit_code
+    assert "3 lines, over the limit of 2 a unit" in refused.output
+
+
 def test_a_file_read_whole_over_the_line_limit_is_refused_and_the_next_file_goes_on(
     db: str, tmp_path: Path
 ) -> None:

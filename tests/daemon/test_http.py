@@ -1088,6 +1088,29 @@ def test_ingest_is_503_while_another_process_holds_the_sqlite_lock(
     assert (200, SUMMARY) == (unlocked.status_code, unlocked.json())
 
 
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_a_body_of_exactly_the_line_limit_is_taken_and_one_line_more_is_413_counted_right(
+    make_daemon: Callable[..., Daemon], now: int, ending: bytes
+) -> None:
+    """Issue 33: the newline ending the last line starts no line (3 lines were counted as 4)."""
+    lines = [orjson.dumps(e) for e in scenario(now)]
+    client = TestClient(make_daemon(max_lines_per_unit=len(lines)).app)
+    over = ending.join([*lines, b'{"type":"STEP_STARTED","stepName":"plan"}']) + ending
+
+    refused = client.post("/v1/events", content=over, headers=NDJSON)
+    taken = client.post("/v1/events", content=ending.join(lines) + ending, headers=NDJSON)
+
+    assert 413 == refused.status_code
+    assert (
+        f"{len(lines) + 1} lines, over the limit of {len(lines)} a unit"
+        in (refused.json()["error"])
+    )
+    assert (200, len(lines)) == (
+        taken.status_code,
+        taken.json()["accepted"] + taken.json()["skipped"],
+    )
+
+
 def test_a_body_with_too_many_lines_is_413_and_stores_nothing(
     make_daemon: Callable[..., Daemon], now: int
 ) -> None:

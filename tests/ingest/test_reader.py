@@ -224,3 +224,27 @@ def test_the_inflate_limit_counts_every_member() -> None:
 def test_bytes_after_the_last_gzip_member_are_an_input_error() -> None:
     with pytest.raises(InputError, match="bytes after its last member"):
         gunzip(gzip.compress(b"{}\n") + b"trailing junk")
+
+
+LINE = orjson.dumps(STARTED)
+
+
+@pytest.mark.parametrize(
+    ("body", "count"),
+    [
+        pytest.param(LINE + b"\n" + LINE + b"\n" + LINE + b"\n", 3, id="lf-final-newline"),
+        pytest.param(LINE + b"\n" + LINE + b"\n" + LINE, 3, id="lf-no-final-newline"),
+        pytest.param(LINE + b"\r\n" + LINE + b"\r\n" + LINE + b"\r\n", 3, id="crlf-final-newline"),
+        pytest.param(LINE + b"\r\n" + LINE + b"\r\n" + LINE, 3, id="crlf-no-final-newline"),
+        pytest.param(LINE + b"\n\n" + LINE + b"\n", 3, id="a-blank-line-counts"),
+        pytest.param(LINE + b"\n" + LINE + b"\n  ", 3, id="blanks-after-the-last-newline-count"),
+        pytest.param(LINE + b"\n", 1, id="one-line"),
+    ],
+)
+def test_ndjson_has_as_many_lines_as_wc_l_counts_the_last_one_unended_or_not(
+    body: bytes, count: int, framer: Framer
+) -> None:
+    """The newline after the last line starts no line of its own (issue 33: a file of exactly
+    the limit's lines was refused as one over it)."""
+    assert count == len(framer(body, None))
+    assert count == len(frame(body).lines)
