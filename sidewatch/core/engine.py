@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
 
 from sidewatch.core.facts import (
     VIA_EDITED,
@@ -71,6 +70,21 @@ PolicyFor = Callable[[str | None, str | None], Policy]
 Key = tuple[int, int]
 _ENDS = (RunStep.FINISHED, RunStep.INTERRUPTED)
 FINDING_REPEAT = FindingRule.REPEATED_ANSWER_REJECTED
+# A wait's header fields, in the order of _HEAD (WaitEvidence's first twelve).
+_Head = tuple[
+    str,
+    str,
+    str,
+    str,
+    int,
+    int,
+    str | None,
+    str | None,
+    str | None,
+    int | None,
+    str | None,
+    bool | None,
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +116,7 @@ class ThreadVerdicts:
 class _Wait:
     first: InterruptFact
     header: WaitEvidence
-    asked: tuple[Any, ...]  # the header's first fields (_HEAD): the evidence's, at the end
+    asked: _Head  # the header's first fields (_HEAD): the evidence's, at the end
     replay: Replay
     runs: set[str]  # runs that announced it (first and again)
     items: list[Item] = field(default_factory=list)
@@ -249,7 +263,7 @@ class _Pass:
         default_id = f"{f.thread_id}/{f.interrupt_id}"
         if last is not None:
             default_id += f"@{f.run_id}"  # an id reused after the earlier wait closed
-        asked = (  # in the order of _HEAD
+        asked: _Head = (  # in the order of _HEAD
             f.request_id or default_id,
             f.thread_id,
             f.run_id,
