@@ -10,8 +10,7 @@ The walk's order is `core.order`'s; what it reads of the whole thread first, `co
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
 
 from sidewatch.core.facts import (
     EDITED,
@@ -71,6 +70,21 @@ PolicyFor = Callable[[str | None, str | None], Policy]
 Key = tuple[int, int]
 _ENDS = (RunStep.FINISHED, RunStep.INTERRUPTED)
 FINDING_REPEAT = FindingRule.REPEATED_ANSWER_REJECTED
+# A wait's header fields, in the order of _HEAD (WaitEvidence's first twelve).
+_Head = tuple[
+    str,
+    str,
+    str,
+    str,
+    int,
+    int,
+    str | None,
+    str | None,
+    str | None,
+    int | None,
+    str | None,
+    bool | None,
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +116,7 @@ class ThreadVerdicts:
 class _Wait:
     first: InterruptFact
     header: WaitEvidence
-    asked: dict[str, Any]  # the header's fields: the evidence is built from them at the end
+    asked: _Head  # the header's first fields (_HEAD): the evidence's, at the end
     replay: Replay
     runs: set[str]  # runs that announced it (first and again)
     items: list[Item] = field(default_factory=list)
@@ -249,23 +263,22 @@ class _Pass:
         default_id = f"{f.thread_id}/{f.interrupt_id}"
         if last is not None:
             default_id += f"@{f.run_id}"  # an id reused after the earlier wait closed
-        asked: dict[str, Any] = {
-            "request_id": f.request_id or default_id,
-            "thread_id": f.thread_id,
-            "run_id": f.run_id,
-            "interrupt_id": f.interrupt_id,
-            "requested_at": f.at,
-            "requested_seq": f.seq,
-            "action": f.action or (call.name if call else None),
-            "reason": f.reason,
-            "tool_call_id": f.tool_call_id,
-            "expires_at": f.expires_at,
-            "digest": f.digest or (call.digest if call else None),
-            "handle": f.handle,
-            "tool_result_receipt": f.tool_result_receipt,
-            "subagent": self.subagents.trace(f),
-        }
-        header = WaitEvidence(**asked)
+        asked: _Head = (  # in the order of _HEAD
+            f.request_id or default_id,
+            f.thread_id,
+            f.run_id,
+            f.interrupt_id,
+            f.at,
+            f.seq,
+            f.action or (call.name if call else None),
+            f.reason,
+            f.tool_call_id,
+            f.expires_at,
+            f.digest or (call.digest if call else None),
+            f.handle,
+        )
+        # By position: a third less than by name, twice a wait (tested at import: _HEAD).
+        header = WaitEvidence(*asked, (), f.tool_result_receipt, (), self.subagents.trace(f))
         policy = self.policy_for(header.action, header.reason)
         w = _Wait(f, header, asked, Replay(header, policy), {f.run_id})
         if f.pruned:
@@ -524,7 +537,8 @@ class _Pass:
                 rules.append(FindingRule.RUN_IGNORES_OPEN_INTERRUPT)
             found = tuple(dict.fromkeys(rules))
             # Built from its fields, not replace()d: twice as fast, once per wait.
-            ev = WaitEvidence(**w.asked, items=tuple(w.items), findings=found)
+            h = w.header
+            ev = WaitEvidence(*w.asked, tuple(w.items), h.tool_result_receipt, found, h.subagent)
             v = w.verdict
             if v is not None and found:
                 v = replace(v, findings=tuple(dict.fromkeys((*found, *v.findings))))
@@ -533,6 +547,32 @@ class _Pass:
                 Evaluated(ev, v, w.error, runs=frozenset(w.runs), again=w.again, settled_at=settled)
             )
         return ThreadVerdicts(tuple(out), tuple(self.findings))
+
+
+# WaitEvidence's fields in the order the engine passes them by position (_Wait.asked, then
+# items, tool_result_receipt, findings, subagent): a reordered field fails at import.
+_HEAD = (
+    "request_id",
+    "thread_id",
+    "run_id",
+    "interrupt_id",
+    "requested_at",
+    "requested_seq",
+    "action",
+    "reason",
+    "tool_call_id",
+    "expires_at",
+    "digest",
+    "handle",
+)
+if tuple(f.name for f in fields(WaitEvidence)) != (
+    *_HEAD,
+    "items",
+    "tool_result_receipt",
+    "findings",
+    "subagent",
+):  # pragma: no cover - a guard against a reordered model
+    raise TypeError("WaitEvidence's fields moved: update core.engine._HEAD")
 
 
 def heartbeat_item(fact: HeartbeatFact) -> Heartbeat:
