@@ -207,7 +207,7 @@ def _write_floor(engine: Engine) -> tuple[float, float, float]:
     same batches, with the fastest plain bulk insert of the store (SQLite: executemany of a
     plain INSERT; PostgreSQL: COPY) and nothing else: what a full audit cannot go below.
     Returns (seconds, of them the transitions' inserts, transition rows per wait: a row a
-    recording, its earlier transitions in it, since migration 0020)."""
+    recording, its earlier transitions in it)."""
     with engine.connect() as conn:
         states = [
             tuple(r)

@@ -41,7 +41,7 @@ _PG_HEARTBEAT_NAMES = (
 )
 
 
-def upgrade() -> None:
+def upgrade() -> None:  # noqa: PLR0915 (the whole schema, a statement a table and an index)
     op.create_table(
         "answer",
         sa.Column("id", sa.Integer(), nullable=False),
