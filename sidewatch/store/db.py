@@ -404,9 +404,8 @@ _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/s
 def upgrade(engine: Engine, replay: bool = False) -> None:
     """Bring the schema to the newest migration; a no-op (one query) when it already is.
     Refuses a store at a revision this sidewatch does not know (a newer release's, or a
-    pre-release build's: `PRE_RELEASE`). A new SQLite store is
-    made from the schema the migrations leave, at once (store.sqlite_schema); `replay` runs every
-    migration instead (what that schema is checked against)."""
+    pre-release build's: `PRE_RELEASE`). A new SQLite store is made at once from the schema
+    the migrations leave (store.sqlite_schema); `replay` migrates it (what that is checked)."""
     newest = head()
     try:
         with engine.begin() as conn:
@@ -448,9 +447,8 @@ def _new_sqlite(conn: Connection) -> bool:
     return not conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()
 
 
-# The revisions of the builds before 0.1.0, squashed into its baseline (0001_baseline): a store
-# one of them made is not upgraded from (docs/operating/upgrades.md). Every later revision id
-# is its file's name ("0002_<name>"), never one of these.
+# The revisions of the builds before 0.1.0 (squashed into 0001_baseline), whose stores are not
+# upgraded; a later revision id is its file's name ("0002_<name>"), never one of these.
 PRE_RELEASE = frozenset(f"{n:04d}" for n in range(1, 25))
 
 
@@ -458,9 +456,8 @@ def _known(engine: Engine, current: str | None, newest: str | None) -> None:
     if current in PRE_RELEASE:
         raise StoreError(
             f"store {_safe(str(engine.url))} has schema revision {current} of a pre-release "
-            f"build, which sidewatch 0.1.0 and later do not upgrade (they start from {newest}): "
-            "make a new store (a new SQLite file, or an empty PostgreSQL schema) and ingest "
-            "again; see docs/operating/upgrades.md"
+            f"build, which sidewatch no longer upgrades (it starts from {newest}): make a new "
+            "store (a new SQLite file, an empty PostgreSQL schema), see docs/operating/upgrades.md"
         )
     if current is not None and current not in {r.revision for r in _script().walk_revisions()}:
         from sidewatch import __version__
