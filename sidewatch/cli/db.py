@@ -32,7 +32,7 @@ def db_upgrade(config_path: str | None, db: str | None) -> None:
     engine = open_store(cfg.db_url, migrate=False, limits=Limits.of(cfg))
     try:
         before, _ = revision(engine)
-        upgrade(engine, cfg.heartbeat_gap_ms)
+        upgrade(engine)
         after, head = revision(engine)
     finally:
         engine.dispose()

@@ -71,7 +71,6 @@ def opened_store(cfg: Config, read_only: bool = False) -> Iterator[Engine]:
         migrate=not read_only,
         busy_timeout_ms=cfg.store_busy_timeout_ms,
         limits=Limits.of(cfg),
-        heartbeat_gap_ms=cfg.heartbeat_gap_ms,
     )
     try:
         if read_only:

@@ -103,7 +103,6 @@ class Daemon:
             migrate=migrate,
             busy_timeout_ms=config.store_busy_timeout_ms,
             limits=Limits.of(config),
-            heartbeat_gap_ms=config.heartbeat_gap_ms,
         )
         if not migrate:
             try:

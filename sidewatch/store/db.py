@@ -81,10 +81,8 @@ def open_store(
     migrate: bool = True,
     busy_timeout_ms: int = 10_000,
     limits: Limits | None = None,
-    heartbeat_gap_ms: int = 0,
 ) -> Engine:
-    """An engine on `url` with the schema at the newest migration (applied when missing;
-    `heartbeat_gap_ms`: the gap migration 0011 compacts heartbeats with, see `upgrade`).
+    """An engine on `url` with the schema at the newest migration (applied when missing).
     SQLite waits up to `busy_timeout_ms` for another writer's lock, then fails (503).
     `prepare_threshold` in a PostgreSQL URL's query (a number, or `None`) wins over
     `limits.prepare_threshold`."""
@@ -109,7 +107,7 @@ def open_store(
         _pg_deadlines(engine, limits)
     if migrate:
         try:
-            upgrade(engine, heartbeat_gap_ms)
+            upgrade(engine)
         except StoreError:
             engine.dispose()  # nobody else holds the engine to close its connections
             raise
@@ -403,13 +401,11 @@ def _current(conn: Connection) -> str | None:
 _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/sidewatch/migrate'))"
 
 
-def upgrade(engine: Engine, heartbeat_gap_ms: int = 0, replay: bool = False) -> None:
+def upgrade(engine: Engine, replay: bool = False) -> None:
     """Bring the schema to the newest migration; a no-op (one query) when it already is.
-    Refuses a store at a revision this sidewatch does not know (a newer release's).
-    `heartbeat_gap_ms`: the config's `heartbeat_gap_ms`, the gap within which migration 0011
-    compacts the stored heartbeats (0: only beats of the same time). A new SQLite store is
-    made from the schema the migrations leave, at once (store.sqlite_schema); `replay` runs every
-    migration instead (what that schema is checked against)."""
+    Refuses a store at a revision this sidewatch does not know (a newer release's, or a
+    pre-release build's: `PRE_RELEASE`). A new SQLite store is made at once from the schema
+    the migrations leave (store.sqlite_schema); `replay` migrates it (what that is checked)."""
     newest = head()
     try:
         with engine.begin() as conn:
@@ -436,7 +432,6 @@ def upgrade(engine: Engine, heartbeat_gap_ms: int = 0, replay: bool = False) -> 
                 _known(engine, current, newest)
                 cfg = _alembic_config()
                 cfg.attributes["connection"] = conn
-                cfg.attributes["heartbeat_gap_ms"] = heartbeat_gap_ms
                 command.upgrade(cfg, "head")
     except OperationalError as e:
         raise store_error(f"store {_safe(str(engine.url))} is unavailable", e) from None
@@ -452,7 +447,18 @@ def _new_sqlite(conn: Connection) -> bool:
     return not conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()
 
 
+# The revisions of the builds before 0.1.0 (squashed into 0001_baseline), whose stores are not
+# upgraded; a later revision id is its file's name ("0002_<name>"), never one of these.
+PRE_RELEASE = frozenset(f"{n:04d}" for n in range(1, 25))
+
+
 def _known(engine: Engine, current: str | None, newest: str | None) -> None:
+    if current in PRE_RELEASE:
+        raise StoreError(
+            f"store {_safe(str(engine.url))} has schema revision {current} of a pre-release "
+            f"build, which sidewatch no longer upgrades (it starts from {newest}): make a new "
+            "store (a new SQLite file, an empty PostgreSQL schema), see docs/operating/upgrades.md"
+        )
     if current is not None and current not in {r.revision for r in _script().walk_revisions()}:
         from sidewatch import __version__
 

@@ -379,7 +379,7 @@ Meta = Table(
 # The latest verdict of a wait, as the scheduled auditor last recorded it. `due_at` is when
 # time alone would next change it (indexed: a tick finds what is due without a scan).
 # A wait is its thread and its requestId (two threads' waits may have the same one). On
-# SQLite it is a rowid table, as migration 0008 made it: WITHOUT ROWID measured a third
+# SQLite it is a rowid table: WITHOUT ROWID measured a third
 # slower to write a full audit's rows (bench/store_shape.py), each index then holding the
 # text key instead of the rowid.
 WaitState = Table(
@@ -406,7 +406,7 @@ WaitState = Table(
     Index("ix_wait_state_request_id", "request_id"),
     Index("ix_wait_state_due", "due_at"),
     # The lists' order within a state (app.read): a page after a cursor is a range of it.
-    # On PostgreSQL its text columns are COLLATE "C" (migration 0022): code point order.
+    # On PostgreSQL its text columns are COLLATE "C" (the baseline migration): code point order.
     Index("ix_wait_state_open_since", "closed", "state", "since", "request_id", "thread_id"),
 )
 

@@ -73,8 +73,8 @@ def moves(earlier: str | None) -> list[tuple[str | None, str, int]]:
 def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
     """Stored transition rows (TRANSITION_ROW_COLS) of one or more waits, in id order, as
     their transitions: each row's earlier moves, then its own, all with its thresholds and
-    evidence (see `compact`). A row without them (written before migration 0020 and left by
-    it) takes those of the next row of its wait and recording."""
+    evidence (see `compact`). A row without them (a pre-release build wrote such rows;
+    sidewatch 0.1.0 writes none) takes those of the next row of its wait and recording."""
     out: list[StoredTransition] = []
     shared: dict[tuple[Any, ...], tuple[str, str]] = {}  # (thread, request, recorded_at)
     for r in reversed(rows):

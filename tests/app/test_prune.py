@@ -293,7 +293,7 @@ def test_a_report_reaching_back_before_the_cutoff_says_what_was_pruned(
 
 
 def _moves(engine: Engine) -> int:
-    """Recorded transitions (a row a recording holds each of its own: migration 0020)."""
+    """Recorded transitions (a row a recording holds each of its own)."""
     with engine.connect() as conn:
         return sum(count_moves(conn).values())
 

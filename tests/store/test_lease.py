@@ -113,6 +113,6 @@ def test_a_fenced_out_auditor_records_nothing_and_its_successor_records_once(
 
 
 def _transitions(engine: Engine) -> int:
-    """Recorded transitions (a row a recording holds each of its own: migration 0020)."""
+    """Recorded transitions (a row a recording holds each of its own)."""
     with engine.connect() as conn:
         return sum(count_moves(conn).values())

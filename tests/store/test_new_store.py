@@ -89,7 +89,7 @@ def test_a_store_made_from_the_script_takes_the_migrations_down_and_up(tmp_path:
         with engine.begin() as conn:
             cfg = db._alembic_config()
             cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0009")
+            command.downgrade(cfg, "base")
     down = schema(fast), schema(migrated)
     for engine in (fast, migrated):
         upgrade(engine)

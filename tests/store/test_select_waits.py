@@ -210,7 +210,7 @@ def test_on_postgresql_a_page_reads_the_page_along_the_index_before_any_statisti
     """A table grown within the last minute has no statistics: the planner took a state's
     12,000 waits for a few, read them all and sorted them for a page of 100 (177 ms for a page
     of 100,000 waits in bench/lists.py). The page reads its rows along the index, in its
-    order (the text columns COLLATE "C", migration 0022)."""
+    order (the text columns COLLATE "C" on PostgreSQL)."""
     state = AuditState(open_store(pg_url))
     state.save([record(k, "RESUMED") for k in range(12_000)], [], [], [])
     asked: list[tuple[str, Any]] = []

@@ -65,7 +65,7 @@ def _move(frm: str | None, to: str, recorded: int, evidence: str) -> StoredTrans
 
 def test_the_transitions_of_one_verdict_store_its_evidence_once(db_url: str) -> None:
     """Three transitions of one verdict, then one of the next: two rows (a row a recording,
-    since migration 0020), two stored copies of the evidence, and each transition read back,
+    not a row a transition), two stored copies of the evidence, and each transition read back,
     in order, with the evidence it was recorded with."""
     first = [
         _move(None, "WAITING", NOW, '{"e":1}'),
