@@ -152,7 +152,7 @@ RunRow = Table(
     Index("ix_run_fact_thread_at", "thread_id", "at"),
 )
 
-# A run's W3C trace context (0024): the `traceparent` and `tracestate` of its request, as its
+# A run's W3C trace context: the `traceparent` and `tracestate` of its request, as its
 # input or `RUN_STARTED` carried them (the first one stored wins). Identifiers only: the trace
 # exporter parents a wait's span on its asking run's and links the runs that answered it.
 RunTraceRow = Table(
