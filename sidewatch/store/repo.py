@@ -259,9 +259,8 @@ class UnitWriter:
         def note(thread: str, at: int) -> None:
             early[thread] = min(at, early.get(thread, at))
 
-        for thread, at in moved:
-            note(thread, at)
-
+        for moved_thread, moved_at in moved:
+            note(moved_thread, moved_at)
         for f in facts:
             at = getattr(f, "at", 0)
             if isinstance(f, SignalFact) and f.request_id is not None:

@@ -19,10 +19,7 @@ from sidewatch.store.sql import driver_sql
 
 # The tables an input line writes to (grammar.input and the dialects' `input` hooks).
 _TABLES = ("run_fact", "answer", "legacy_resume", "finding", "run_trace")
-_INPUT = (
-    "SELECT at, seq FROM run_fact WHERE thread_id = ? AND run_id = ? AND mark = "
-    f"'{RunMark.INPUT.value}'"
-)
+_INPUT = "SELECT at, seq FROM run_fact WHERE thread_id = ? AND run_id = ? AND mark = ?"
 
 
 def retime_inputs(
@@ -36,7 +33,9 @@ def retime_inputs(
     a thread does (store.history)."""
     moved: list[tuple[str, int]] = []
     for thread, run, at in retimes:
-        row = conn.exec_driver_sql(driver_sql(conn, _INPUT), (thread, run)).first()
+        row = conn.exec_driver_sql(
+            driver_sql(conn, _INPUT), (thread, run, RunMark.INPUT.value)
+        ).first()
         if row is None or int(row[0]) == at:
             continue
         old, seq = int(row[0]), int(row[1])
