@@ -265,12 +265,13 @@ class AguiGrammar:
         thread = stored_id(obj, "threadId", "RUN_STARTED")
         run = stored_id(obj, "runId", "RUN_STARTED")
         at = self.at(obj)
-        # an input with no time takes its run's start time (ingest/untimed.py)
-        self.untimed.started(thread, run, None if obj.get("timestamp") is None else at, self.facts)
         self._set_ctx(thread, run)
         if obj.get("input") is not None:
             inp = run_agent_input(obj["input"], "RUN_STARTED: input")
             self.input(inp, n, {"timestamp": obj.get("timestamp")})
+        # An input with no time takes its run's start time (ingest/untimed.py); after the
+        # input this line echoes, which is timed by it (or, untimed, is then not remembered).
+        self.untimed.started(thread, run, None if obj.get("timestamp") is None else at, self.facts)
         self.emit(
             RunFact(
                 run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=self.seq_base + n

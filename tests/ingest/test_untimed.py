@@ -155,3 +155,16 @@ def test_a_checkpoint_whose_prefix_the_move_touches_is_dropped(
             for table in ("thread_checkpoint", "settled_wait")
         ]
     assert ([1, 1] if kept else [0, 0]) == left
+
+
+def test_an_input_echoed_by_an_untimed_run_start_is_not_remembered(engine: Engine) -> None:
+    """Its run started on that very line: no later `RUN_STARTED` will time it."""
+    feed = ingest(engine)
+    echoed = (
+        b'{"type":"RUN_STARTED","threadId":"t-echo","runId":"r-1","input":'
+        b'{"threadId":"t-echo","runId":"r-1","state":{},"messages":[],"tools":[],'
+        b'"context":[],"forwardedProps":{}}}\n'
+    )
+
+    assert () == feed.body("producer", echoed, RECEIVED).rejects
+    assert 0 == len(feed.open_runs)
