@@ -379,6 +379,7 @@ class Ingest:
             res.kinds,
             res.accepted,
             res.skipped,
+            [(r.thread_id, r.run_id, r.at) for r in res.retimes],
         )
         kinds: dict[str, int] = (
             {LineKind.REDELIVERED: res.accepted + res.skipped} if redelivered else dict(res.kinds)

@@ -27,6 +27,7 @@ from sidewatch.ingest.payload import NO_LABELS, Labels
 from sidewatch.ingest.producers import dialects
 from sidewatch.ingest.producers.base import Dialect, Handler
 from sidewatch.ingest.reader import Framed
+from sidewatch.ingest.untimed import Retime
 
 # AG-UI 1.0's event types (`ag_ui.core.EventType`, checked in the tests): named here so that a
 # stream needing no `RunAgentInput` and no unusual interrupt is read without importing the
@@ -111,6 +112,8 @@ class UnitResult:
     kinds: Counter[str] = field(default_factory=Counter)  # accepted and skipped lines by kind
     accepted: int = 0
     skipped: int = 0
+    # the untimed inputs of earlier units whose run started in this one (ingest.untimed)
+    retimes: list[Retime] = field(default_factory=list)
 
 
 # A line's handler, called with the interpreter: the grammar's and the dialects' alike.
@@ -161,7 +164,7 @@ class Interpreter(AguiGrammar):
         self._customs: dict[str, Handler] = customs
         self.protect_ref = protect_ref
         self.max_line_bytes = max_line_bytes  # a longer (relevant) line is a reject
-        self.result = UnitResult(facts=self.facts)
+        self.result = UnitResult(facts=self.facts, retimes=self.untimed.retimes)
 
     # -- entry points ------------------------------------------------------------------
 

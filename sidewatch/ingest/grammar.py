@@ -5,7 +5,6 @@ called at fixed points through their hooks; nothing here knows a producer by nam
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sidewatch.core.facts import (
@@ -48,6 +47,7 @@ from sidewatch.ingest.producers.base import (
     plan,
 )
 from sidewatch.ingest.tracectx import TraceReader
+from sidewatch.ingest.untimed import UntimedInputs
 
 if TYPE_CHECKING:
     from ag_ui.core import RunAgentInput
@@ -105,8 +105,8 @@ class AguiGrammar:
         # ended calls by (thread, run, call id): name and digest; those an interrupt claimed
         self._ended: dict[tuple[str, str, str], tuple[Call, str]] = {}
         self._claimed: set[tuple[str, str, str]] = set()
-        # (thread, run) -> where the facts of its untimed input start and end in `facts`
-        self._untimed_inputs: dict[tuple[str, str], tuple[int, int]] = {}
+        # inputs with no time, here and stored by earlier units, for their run's start
+        self.untimed = UntimedInputs(self.hold)
 
     def finish_calls(self) -> None:
         """The unit ended: the dialects' held waits, then every call still open, and the
@@ -114,6 +114,7 @@ class AguiGrammar:
         that may arrive in a later unit."""
         for finish in self._on_finish:
             finish(self)
+        self.untimed.finish()
         # A call still open is held for its ARGS and END in a later unit (a call whose run
         # ended was ended with it: a stream cut before TOOL_CALL_END still has an action).
         self.left = list(self.calls.items())
@@ -257,18 +258,20 @@ class AguiGrammar:
         self._set_ctx(thread, run)
         if obj.get("timestamp") is None:
             start = len(self.facts)
-            self._untimed_inputs[(thread, run)] = (start, start + len(facts))
+            self.untimed.input(thread, run, start, start + len(facts))
         self.facts.extend(facts)
 
     def run_started(self, n: int, obj: dict[str, Any]) -> LineKind:
         thread = stored_id(obj, "threadId", "RUN_STARTED")
         run = stored_id(obj, "runId", "RUN_STARTED")
         at = self.at(obj)
-        self._time_input(thread, run, obj)
         self._set_ctx(thread, run)
         if obj.get("input") is not None:
             inp = run_agent_input(obj["input"], "RUN_STARTED: input")
             self.input(inp, n, {"timestamp": obj.get("timestamp")})
+        # An input with no time takes its run's start time (ingest/untimed.py); after the
+        # input this line echoes, which is timed by it (or, untimed, is then not remembered).
+        self.untimed.started(thread, run, None if obj.get("timestamp") is None else at, self.facts)
         self.emit(
             RunFact(
                 run_id=run, thread_id=thread, mark=RunMark.STARTED, at=at, seq=self.seq_base + n
@@ -276,17 +279,6 @@ class AguiGrammar:
         )
         self.facts.extend(self._traces.facts(obj, thread, run, at, self.seq_base + n))
         return LineKind.RUN
-
-    def _time_input(self, thread: str, run: str, obj: dict[str, Any]) -> None:
-        """An input without a time takes its run's start time when the producer stamps its
-        events (pydantic-ai): the ingest time, after the whole stream, would put the answers
-        after the run that consumed them."""
-        span = self._untimed_inputs.pop((thread, run), None)
-        if span is None or obj.get("timestamp") is None:
-            return
-        at, facts = self.at(obj), self.facts
-        for i in range(*span):
-            facts[i] = replace(facts[i], at=at)
 
     def run_finished(self, n: int, obj: dict[str, Any]) -> LineKind:
         thread = stored_id(obj, "threadId", "RUN_FINISHED")

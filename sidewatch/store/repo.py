@@ -56,6 +56,7 @@ from sidewatch.store.models import (
     Unit,
     table_of,
 )
+from sidewatch.store.retime import retime_inputs
 from sidewatch.store.services import Bound, bound_to, write_beats, write_bindings
 from sidewatch.store.sql import (
     MARK_DIRTY_SINCE,
@@ -125,9 +126,12 @@ class UnitWriter:
         kinds: Mapping[str, int],
         accepted: int,
         skipped: int,
+        retimes: Sequence[tuple[str, str, int]] = (),
     ) -> bool:
-        """Stores the unit's facts and counts; True when every fact was already stored (a
-        unit delivered again): its lines are then counted as kind `redelivered`, not as new."""
+        """Stores the unit's facts and counts, and retimes the untimed inputs of earlier units
+        whose run (thread, run, start time) started in it (store.retime); True when every fact
+        was already stored and none retimed (a unit delivered again): its lines are then
+        counted as kind `redelivered`, not as new."""
         rows: dict[type, list[tuple[Any, ...]]] = defaultdict(list)
         inserted = 0
         beats: list[ServiceBeatFact] = []
@@ -159,7 +163,9 @@ class UnitWriter:
             # A service's beat is news whenever it comes (its latest beat is upserted), so a
             # unit holding one is never a re-delivery.
             inserted += len(beats)
-            self._mark_dirty(facts)
+            moved = retime_inputs(self.conn, retimes) if retimes else []
+            inserted += len(moved)
+            self._mark_dirty(facts, moved)
         except (OverflowError, UnicodeError) as e:
             # The driver's own refusal, before the database: an integer over 64 bits (SQLite),
             # a lone surrogate in a string. The unit's, not the store's.
@@ -242,16 +248,19 @@ class UnitWriter:
             inserted += n
         return inserted
 
-    def _mark_dirty(self, facts: Sequence[Fact]) -> None:
+    def _mark_dirty(self, facts: Sequence[Fact], moved: Sequence[tuple[str, int]] = ()) -> None:
         """Tell the auditor which threads have new evidence, in the unit's own transaction,
         with the earliest time each thread's new facts concern (a signal naming a recorded
-        wait concerns that wait's time): a long thread's checkpoint tells a late fact by it."""
+        wait concerns that wait's time; `moved`: (thread, time) of stored facts retimed): a
+        long thread's checkpoint tells a late fact by it."""
         early: dict[str, int] = {}
         refs: dict[str, int] = {}
 
         def note(thread: str, at: int) -> None:
             early[thread] = min(at, early.get(thread, at))
 
+        for moved_thread, moved_at in moved:
+            note(moved_thread, moved_at)
         for f in facts:
             at = getattr(f, "at", 0)
             if isinstance(f, SignalFact) and f.request_id is not None:

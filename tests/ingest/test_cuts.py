@@ -19,14 +19,12 @@ from sidewatch.store.repo import Store
 from tests.ingest.producers.captures import CAPTURES, NOW, QUIET
 
 # What a run's end decides of what came before it is held across units (`ingest/openruns.py`:
-# `on_interrupt` events, crewai's pauses, a frontend tool's calls), but for one thing: an input
-# with no time taking its run's start time (pydantic-ai) is still read within one unit (its
-# facts would have to wait for a `RUN_STARTED` that an input posted alone never gets).
-NOT_YET = {
-    "pydantic-ai-": "an untimed input takes its run's start time within one unit",
-}
+# `on_interrupt` events, crewai's pauses, a frontend tool's calls), and an input with no time
+# stored before its run's `RUN_STARTED` takes the run's start time when it comes
+# (`ingest/untimed.py`, `store/retime.py`). A part of a capture's name: why its cuts differ.
+NOT_YET: dict[str, str] = {}
 # The captures of those that every cut reads alike already.
-SAME = {"pydantic-ai-wrong-id"}
+SAME: set[str] = set()
 FIXTURES = [
     pytest.param(
         name,
