@@ -4,10 +4,11 @@ throw-away one) and print them, as a table, JSON or the report of a window."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -28,6 +29,21 @@ if TYPE_CHECKING:
 DEMO_AT = "2026-07-26T16:30:00Z"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def verdicts_format(text: str) -> Callable[[F], F]:
+    """The `--format table|json` option of a command printing verdicts, with its help."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help=text,
+    )
+
+
 @click.command(name="audit")
 @config_option
 @db_option
@@ -38,14 +54,7 @@ DEMO_AT = "2026-07-26T16:30:00Z"
     metavar="ISO8601",
     help="Evaluation time, e.g. 2026-07-26T16:30:00Z (default: now). Evidence after it is ignored.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="A table for people, or the JSON verdict objects.",
-)
+@verdicts_format("A table for people, or the JSON verdict objects.")
 @click.option("--open", "only_open", is_flag=True, help="Only waits that are still open.")
 @one_line_errors
 def audit_cmd(
@@ -78,13 +87,8 @@ def _print_audit(store: Store, cfg: Config, at_ms: int, fmt: str, only_open: boo
 
 
 @click.command()
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="The audit as a table for people, or the JSON verdict objects (not with --traffic).",
+@verdicts_format(
+    "The audit as a table for people, or the JSON verdict objects (not with --traffic)."
 )
 @click.option(
     "--ingest",

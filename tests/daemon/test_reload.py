@@ -152,7 +152,7 @@ def test_a_reload_changes_the_limits_of_the_next_unit_ingested(db_url: str) -> N
         daemon.engine.dispose()
 
     assert 200 == before
-    assert (413, "4 lines, over the limit of 2 a unit: split the body") == (
+    assert (413, "3 lines, over the limit of 2 a unit: split the body") == (
         after.status_code,
         after.json()["error"],
     )
