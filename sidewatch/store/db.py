@@ -107,11 +107,35 @@ def open_store(
         _pg_deadlines(engine, limits)
     if migrate:
         try:
-            upgrade(engine)
+            _upgrade_at_open(engine)
         except StoreError:
             engine.dispose()  # nobody else holds the engine to close its connections
             raise
     return engine
+
+
+# SQLite answers some contention at once, without waiting out busy_timeout: a transaction
+# that read and then writes after another connection wrote (BUSY_SNAPSHOT), or a new file's
+# switch to WAL while another connection holds it. Replicas opening the same new store at one
+# moment meet it; the next try finds the store made (or makes it), so a few are taken. A busy
+# answer that came after waiting (a store another process holds) is not tried again: it has
+# had its busy_timeout.
+_OPEN_TRIES = 5
+_AT_ONCE_S = 0.5
+
+
+def _upgrade_at_open(engine: Engine) -> None:
+    for attempt in range(_OPEN_TRIES):
+        started = time.monotonic()
+        try:
+            upgrade(engine)
+            return
+        except StoreError as e:
+            at_once = time.monotonic() - started < _AT_ONCE_S
+            locked = engine.dialect.name == "sqlite" and "SQLITE_BUSY" in (e.reason or "")
+            if not (locked and at_once) or attempt == _OPEN_TRIES - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
 
 
 def sqlite_file(engine: Engine) -> Path | None:
@@ -174,6 +198,8 @@ def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
+        # First: the switch to WAL below waits for another connection's lock as long too.
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         # Before the first table: a new store gives the pages pruning frees back to the file
         # system (store.retention). A no-op on a store created without it, whose free pages
         # are reused by new rows instead (one offline VACUUM switches it:
@@ -182,7 +208,6 @@ def _sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
         cur.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk before ingest answers, even across a power cut.
         cur.execute("PRAGMA synchronous=FULL")
-        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 

@@ -162,3 +162,43 @@ def test_a_new_store_is_migrated_where_the_script_is_missing(
     engine.dispose()
 
     assert head() == version
+
+
+def test_opening_takes_a_busy_answer_sqlite_gives_without_waiting_as_a_try_to_repeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicas opening one new SQLite store at once can meet a lock SQLite does not wait for
+    (a read that then writes after another connection wrote): the open tries again; a store
+    error of another kind, or a busy answer that came after waiting, is not retried."""
+    real, calls = db.upgrade, []
+
+    def busy_twice(engine: Any, replay: bool = False) -> None:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise StoreError("store is unavailable: SQLITE_BUSY", "OperationalError SQLITE_BUSY")
+        real(engine)
+
+    monkeypatch.setattr(db, "upgrade", busy_twice)
+    engine = db.open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    engine.dispose()
+
+    def refused(engine: Any, replay: bool = False) -> None:
+        calls.append(1)
+        raise StoreError("store is unavailable: disk full", "OperationalError SQLITE_FULL")
+
+    monkeypatch.setattr(db, "upgrade", refused)
+    with pytest.raises(StoreError, match="disk full"):
+        db.open_store(f"sqlite:///{tmp_path / 'b.db'}")
+
+    def busy_after_waiting(engine: Any, replay: bool = False) -> None:
+        calls.append(1)
+        clock.append(clock[-1] + 10.0)  # it waited out a busy_timeout of 10 s
+        raise StoreError("store is unavailable: SQLITE_BUSY", "OperationalError SQLITE_BUSY")
+
+    clock = [1_000.0]
+    monkeypatch.setattr(db.time, "monotonic", lambda: clock[-1])
+    monkeypatch.setattr(db, "upgrade", busy_after_waiting)
+    with pytest.raises(StoreError, match="SQLITE_BUSY"):
+        db.open_store(f"sqlite:///{tmp_path / 'c.db'}")
+
+    assert 5 == len(calls)  # three tries of the first; one of the second and of the third
