@@ -15,8 +15,8 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from sidewatch.errors import StoreError
-from sidewatch.store.db import sqlite_file
 from sidewatch.store.models import Meta, table_of
+from sidewatch.store.sqlite_file import sqlite_file
 
 log = logging.getLogger("sidewatch.store")
 LEGACY_KEY = "approver_ref_key"  # the `meta` row of the releases that kept it in the store
