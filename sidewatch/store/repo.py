@@ -142,14 +142,18 @@ class UnitWriter:
             # there, as the unit's, like any other of its values.
             facts = [*facts, *self._unannounced(facts)]
             for fact in facts:
-                if isinstance(fact, HeartbeatFact):
+                kind = type(fact)
+                row = _ROW.get(kind)  # a fact of a table: most of them, one look-up each
+                if row is not None:
+                    rows[kind].append(row(fact))
+                elif isinstance(fact, HeartbeatFact):
                     heartbeats.append(fact)
                 elif isinstance(fact, ServiceBeatFact):
                     beats.append(fact)
                 elif isinstance(fact, ServiceBindFact):
                     bindings.append(fact)
                 else:
-                    rows[type(fact)].append(_ROW[type(fact)](fact))
+                    raise TypeError(f"no table stores a {kind.__name__}")
             for kind, batch in rows.items():
                 if kind is FindingFact:
                     inserted += self._write_findings(batch)
