@@ -165,7 +165,7 @@ def measure(name: str, lines: dict[str, list[bytes]], unit_lines: int, tmp: Path
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--runs", type=int, default=6000, help="runs in the stream (default 6000)")
     ap.add_argument(
         "--unit-lines",
