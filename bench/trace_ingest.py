@@ -133,8 +133,8 @@ def measure(name: str, lines: dict[str, list[bytes]], unit_lines: int, tmp: Path
         order = SIDES[k % 3 :] + SIDES[: k % 3]  # who goes first rotates, and the order turns
         for side in order if k % 2 == 0 else order[::-1]:
             sides[side].take(streams[side][k])
-    for side in sides.values():
-        side.engine.dispose()
+    for taken in sides.values():
+        taken.engine.dispose()
     lines_taken = sides["plain"].lines
     assert all(s.lines == lines_taken for s in sides.values())
     runs = sum(line.startswith(b'{"threadId"') for line in lines["plain"])
