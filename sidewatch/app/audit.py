@@ -12,7 +12,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -75,7 +75,7 @@ class Auditor:
         self,
         store: Store,
         policies: tuple[Policy, ...],
-        on_closed: Callable[[WaitEvidence, Verdict], None] | None = None,
+        on_closed: Callable[[Sequence[tuple[WaitEvidence, Verdict]]], int] | None = None,
         lease: AuditLease | None = None,
         retention_ms: int | None = None,
     ) -> None:
@@ -94,7 +94,9 @@ class Auditor:
                 ahead_ms=ahead_of(retention_ms),
             )
         )
-        self.on_closed = on_closed  # e.g. the OpenTelemetry span of a wait that closed
+        # Called once a tick with the waits it closed (e.g. their OpenTelemetry spans); it
+        # returns how many it failed.
+        self.on_closed = on_closed
         self.lease = lease  # when replicas share the store: every save is fenced by it
         self.state = AuditState(store.engine)
         self.policies = policies
@@ -307,14 +309,13 @@ class Auditor:
         # again at the next tick, and counted then.
         self._apply(saved)
         errors += refused
-        if self.on_closed is not None:  # only once saved: a fenced-out save closes nothing
-            for g in saved:
-                for ev, verdict in g.closing:
-                    try:
-                        self.on_closed(ev, verdict)
-                    except Exception:  # an exporter never stops the audit
-                        log.exception("closing hook failed for %s", ev.request_id)
-                        errors += 1
+        closing = [c for g in saved for c in g.closing]
+        if self.on_closed is not None and closing:  # only once saved: fenced out, none closed
+            try:
+                errors += self.on_closed(closing)  # the waits whose hook failed
+            except Exception:  # an exporter never stops the audit
+                log.exception("closing hook failed for %d waits", len(closing))
+                errors += len(closing)
         return sum(len(g.states) for g in saved), sum(len(g.records) for g in saved), errors
 
     def _wait(

@@ -20,7 +20,7 @@ wait in a trace the agent did not sample is not sampled either). The OTLP export
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -49,8 +49,10 @@ ANSWERED = "answered"  # a link's `sidewatch.approval.link`: the run's input ans
 LATER_RUN = "later_run"  # a later run of the thread that continued it or moved past it
 
 RunTrace = tuple[str, str | None]  # (traceparent, tracestate), as ingest kept them
-# The trace contexts of runs of a thread, by run id (store.traces.run_traces, bound to a store)
-TraceLookup = Callable[[str, Collection[str]], Mapping[str, RunTrace]]
+RunKey = tuple[str, str]  # (thread, run)
+# The trace contexts of runs, by (thread, run) (store.traces.run_traces, bound to a store)
+TraceLookup = Callable[[Collection[RunKey]], Mapping[RunKey, RunTrace]]
+Closing = Sequence[tuple[WaitEvidence, Verdict]]  # the waits a tick closed, with their verdicts
 
 
 def span_context(trace: RunTrace) -> SpanContext | None:
@@ -88,29 +90,59 @@ class WaitSpans:
         self.tracer = tracer
         self.traces = traces  # None: every wait's span is a root (no store to ask)
 
-    def _joined(self, ev: WaitEvidence) -> tuple[Context | None, list[Link]]:
-        """The wait's parent context (its asking run's span) and its links, as far as the runs
-        carried a trace context; a failed look-up writes the span as a root, with a warning."""
-        if self.traces is None:
-            return None, []
-        runs = linked_runs(ev)
+    def _found(
+        self, closing: Closing, linked: Sequence[Mapping[str, str]]
+    ) -> Mapping[RunKey, RunTrace]:
+        """The trace contexts of every run the closing waits name (the asking runs and the
+        `linked` ones), in one read for the tick; a failed read writes their spans as roots,
+        with a warning."""
+        if self.traces is None or not closing:
+            return {}
+        runs = {
+            (ev.thread_id, run)
+            for (ev, _), later in zip(closing, linked, strict=True)
+            for run in (ev.run_id, *later)
+        }
         try:
-            found = self.traces(ev.thread_id, (ev.run_id, *runs))
+            return self.traces(runs)
         except Exception:
-            log.warning("trace context of wait %s not read: a root span", ev.request_id)
-            return None, []
-        asking = found.get(ev.run_id)
+            log.warning("trace contexts of %d closing waits not read: root spans", len(closing))
+            return {}
+
+    @staticmethod
+    def _joined(
+        ev: WaitEvidence, linked: Mapping[str, str], found: Mapping[RunKey, RunTrace]
+    ) -> tuple[Context | None, list[Link]]:
+        """The wait's parent context (its asking run's span) and its links to the `linked`
+        runs, as far as the runs carried a trace context."""
+        asking = found.get((ev.thread_id, ev.run_id))
         parent = span_context(asking) if asking else None
         links = []
-        for run, role in runs.items():
-            trace = found.get(run)
+        for run, role in linked.items():
+            trace = found.get((ev.thread_id, run))
             context = span_context(trace) if trace else None
             if context is not None:
                 attributes = {"sidewatch.approval.run_id": run, "sidewatch.approval.link": role}
                 links.append(Link(context, attributes))
         return (set_span_in_context(NonRecordingSpan(parent)) if parent else None), links
 
-    def on_closed(self, ev: WaitEvidence, v: Verdict) -> None:
+    def on_closed(self, closing: Closing) -> int:
+        """Write the span of each wait the tick closed; the number whose span failed (each
+        logged; the others are written all the same)."""
+        linked = [linked_runs(ev) for ev, _ in closing]
+        found = self._found(closing, linked)
+        failed = 0
+        for (ev, v), later in zip(closing, linked, strict=True):
+            try:
+                self._span(ev, v, self._joined(ev, later, found))
+            except Exception:  # an exporter never stops the audit, nor the other spans
+                log.exception("closing hook failed for %s", ev.request_id)
+                failed += 1
+        return failed
+
+    def _span(
+        self, ev: WaitEvidence, v: Verdict, joined: tuple[Context | None, list[Link]]
+    ) -> None:
         """Write the wait's span: requested → closed, one event per transition. A time no
         span can carry (a bad value already stored) raises ValueError before anything is
         written: such a span would fail its exporter's whole batch, the other waits' too."""
@@ -136,7 +168,7 @@ class WaitSpans:
             attributes["gen_ai.tool.call.id"] = ev.tool_call_id
         if v.facts.action_digest:
             attributes["sidewatch.approval.action_digest"] = v.facts.action_digest
-        parent, links = self._joined(ev)
+        parent, links = joined
         span = self.tracer.start_span(
             f"approval {ev.action or ev.reason or 'wait'}",
             context=parent,

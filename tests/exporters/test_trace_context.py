@@ -20,7 +20,8 @@ from sidewatch.config import Config
 from sidewatch.exporters.otel import from_environment, protocol_of
 from sidewatch.store.db import open_store
 from sidewatch.store.repo import Store
-from sidewatch.store.traces import run_traces
+from sidewatch.store.sql import driver_sql
+from sidewatch.store.traces import run_traces, select_sql
 from tests.exporters.otlp_receiver import RECEIVERS, Receiver
 
 T0 = 1_785_081_000_000
@@ -144,6 +145,43 @@ def test_the_wait_is_a_child_of_its_asking_run_and_links_the_run_that_answered_i
     )
 
 
+def test_the_waits_a_tick_closes_are_joined_from_one_read_of_their_runs_contexts(
+    db_url: str, receiver: tuple[str, Receiver]
+) -> None:
+    protocol, got = receiver
+    daemon = Daemon(db_url, protocol)
+    reads: list[set[tuple[str, str]]] = []
+    lookup = daemon.spans.traces
+    assert lookup is not None
+
+    def counted(runs: Any) -> Any:
+        reads.append(set(runs))
+        return lookup(runs)
+
+    daemon.spans.traces = counted
+    # Five threads reuse the run ids r1 and r2, each with contexts of its own.
+    threads = [f"t{n}" for n in range(5)]
+    asking = {t: f"00-{n + 1:032x}-{n + 1:016x}-01" for n, t in enumerate(threads)}
+    answering = {t: f"00-{n + 101:032x}-{n + 101:016x}-01" for n, t in enumerate(threads)}
+    for t in threads:
+        daemon.feed(asked(t, traceparent=asking[t]), T0 + 2_000)
+    daemon.auditor.tick(T0 + 30_000)
+    for t in threads:
+        daemon.feed(declined(t, traceparent=answering[t]), T0 + 63_000)
+    daemon.auditor.tick(T0 + 90_000)
+    daemon.close()
+
+    spans = got.wait_for(lambda spans: len(spans) >= 5)
+    assert [{(t, r) for t in threads for r in ("r1", "r2")}] == reads  # one read, both ticks
+    by_thread = {s.attributes["gen_ai.conversation.id"]: s for s in spans}
+    assert sorted(threads) == sorted(by_thread)
+    for t, span in by_thread.items():
+        assert (asking[t][3:35], asking[t][36:52]) == (span.trace_id, span.parent_span_id)
+        assert [(answering[t][3:35], answering[t][36:52])] == [
+            (trace, parent) for trace, parent, _ in span.links
+        ]
+
+
 def test_a_run_that_moved_past_the_wait_is_linked_as_a_later_run(
     db_url: str, receiver: tuple[str, Receiver]
 ) -> None:
@@ -204,12 +242,12 @@ def test_a_malformed_trace_context_is_a_finding_never_a_reject(
     result = Ingest(store, ref_protector(engine, Config()), Config()).body("t", body, T0)
     with engine.connect() as c:
         findings = [tuple(r) for r in c.execute(text("SELECT rule, run_id FROM finding"))]
-    found = run_traces(engine, "t1", ["r1"])
+    found = run_traces(engine, [("t1", "r1")])
     engine.dispose()
 
     assert (3, 0) == (result.accepted, len(result.rejects))
     assert [("trace_context_malformed", "r1")] == findings
-    assert ({"r1": kept} if kept else {}) == found
+    assert ({("t1", "r1"): kept} if kept else {}) == found
 
 
 def test_a_valid_context_is_kept_per_run_the_first_one_stored_winning(db_url: str) -> None:
@@ -231,17 +269,16 @@ def test_a_valid_context_is_kept_per_run_the_first_one_stored_winning(db_url: st
     body = b"\n".join(orjson.dumps(line) for line in lines)
 
     Ingest(store, ref_protector(engine, Config()), Config()).body("t", body, T0)
-    found = run_traces(engine, "t1", ["r1", "r2", "r3"])
-    other = run_traces(engine, "t2", ["r1"])
+    found = run_traces(engine, [("t1", "r1"), ("t1", "r2"), ("t1", "r3"), ("t2", "r1")])
     with engine.connect() as c:
         findings = c.execute(text("SELECT count(*) FROM finding")).scalar()
     engine.dispose()
 
     assert {
-        "r1": (ASKING, "a=1, b@tenant=two"),
-        "r2": (f"01-{TRACE}-{ANSWER}-00", None),
+        ("t1", "r1"): (ASKING, "a=1, b@tenant=two"),
+        ("t1", "r2"): (f"01-{TRACE}-{ANSWER}-00", None),
+        ("t2", "r1"): (ANSWERING, None),  # the same run id in another thread: its own
     } == found
-    assert {"r1": (ANSWERING, None)} == other
     assert 0 == findings
 
 
@@ -259,3 +296,25 @@ def test_the_protocol_is_the_traces_own_else_the_general_one_else_http() -> None
         )
         is None
     )
+
+
+def test_the_read_of_a_tick_s_contexts_searches_each_run_by_its_key(db_url: str) -> None:
+    """The statement's plan on the store under test: `run_trace` searched by its unique key
+    for each run asked for, never scanned (its size is the store's age). PostgreSQL is told to
+    avoid a scan wherever it can, so that its plan on an empty table shows whether it could."""
+    engine = open_store(db_url)
+    with engine.connect() as c:
+        sqlite = c.dialect.name == "sqlite"
+        if not sqlite:
+            c.exec_driver_sql("SET enable_seqscan = off")
+        explain = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "
+        sql = explain + driver_sql(c, select_sql(2))
+        plan = [str(row[-1]) for row in c.exec_driver_sql(sql, ("a", "b") * 2)]
+    engine.dispose()
+
+    if sqlite:
+        assert any(step.startswith("SEARCH t USING INDEX") for step in plan), plan
+        assert not any(step.startswith("SCAN t") for step in plan), plan
+    else:
+        assert any("Index" in step and "run_trace" in step for step in plan), plan
+        assert not any("Seq Scan on run_trace" in step for step in plan), plan
