@@ -39,6 +39,9 @@ MEDIA_TYPES = {*NDJSON_TYPES, "application/json", "text/event-stream", "text/pla
 # A file streamed is committed a unit of this many lines at a time at most (fewer under a
 # lower server.maxLinesPerUnit): a unit's facts are what a file's reading holds in memory.
 FILE_UNIT_LINES = 50_000
+# The rejects a file's summary holds: a file of any size is read in bounded memory, so the
+# rest are only counted (`IngestSummary.more_rejected`).
+FILE_REJECTS_KEPT = 1000
 # Told after each unit of a file is committed: its lines so far, and its bytes read so far.
 Progress = Callable[[int, int], None]
 
@@ -52,6 +55,14 @@ class IngestSummary:
     kinds: dict[str, int]
     duplicate: bool = False  # its key was already stored: nothing was stored again
     redelivered: bool = False  # every fact of it was already stored (kinds: `redelivered`)
+    # Rejected lines counted but not in `rejects`: a file's summary holds its first
+    # FILE_REJECTS_KEPT (every one is stored, in the `reject` table, with its unit and line).
+    more_rejected: int = 0
+
+    @property
+    def rejected(self) -> int:
+        """Every line rejected, whether its reject is held here or only counted."""
+        return len(self.rejects) + self.more_rejected
 
 
 def ref_protector(engine: Engine, config: Config) -> RefProtector:
@@ -257,7 +268,7 @@ class Ingest:
         the units' together, rejects by their line in the file."""
         size = min(self.limits.lines or FILE_UNIT_LINES, FILE_UNIT_LINES)
         cuts = FileCuts(stream, size)
-        parts: list[IngestSummary] = []
+        together = _Together(path)
         with stream:
             while cuts.more():
                 offset = cuts.line
@@ -272,10 +283,10 @@ class Ingest:
                     summary = self._written(writer, path, res, offset)
                 for settled in settle:
                     settled()
-                parts.append(self._counted(summary))
+                together.add(self._counted(summary))
                 if progress is not None:
                     progress(cuts.line, stream.position)
-        return _together(path, parts)
+        return together.summary()
 
     def close_held(self, source: str, received_at: int) -> IngestSummary | None:
         """What the units' dialects still hold for a run's end that has not come (`open_runs`),
@@ -393,20 +404,38 @@ class Ingest:
         return summary
 
 
-def _together(source: str, parts: Sequence[IngestSummary]) -> IngestSummary:
-    """The summary of a file committed in several units: every line of them counted once
-    (a unit redelivered under `redelivered`), redelivered when every unit was."""
-    kinds: Counter[str] = Counter()
-    for part in parts:
-        kinds.update(part.kinds)
-    return IngestSummary(
-        source,
-        sum(p.accepted for p in parts),
-        sum(p.skipped for p in parts),
-        tuple(r for p in parts for r in p.rejects),
-        dict(kinds),
-        redelivered=bool(parts) and all(p.redelivered for p in parts),
-    )
+class _Together:
+    """The summary of a file committed in several units, gathered a unit at a time: every
+    line of them counted once (a unit redelivered under `redelivered`), redelivered when every
+    unit was, and its first FILE_REJECTS_KEPT rejects (the rest counted)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.accepted = self.skipped = self.more_rejected = self.units = 0
+        self.rejects: list[Reject] = []
+        self.kinds: Counter[str] = Counter()
+        self.redelivered = True
+
+    def add(self, part: IngestSummary) -> None:
+        self.units += 1
+        self.accepted += part.accepted
+        self.skipped += part.skipped
+        self.kinds.update(part.kinds)
+        room = max(0, FILE_REJECTS_KEPT - len(self.rejects))
+        self.rejects.extend(part.rejects[:room])
+        self.more_rejected += part.rejected - min(room, len(part.rejects))
+        self.redelivered = self.redelivered and part.redelivered
+
+    def summary(self) -> IngestSummary:
+        return IngestSummary(
+            self.source,
+            self.accepted,
+            self.skipped,
+            tuple(self.rejects),
+            dict(self.kinds),
+            redelivered=self.units > 0 and self.redelivered,
+            more_rejected=self.more_rejected,
+        )
 
 
 def _duplicate(source: str) -> IngestSummary:

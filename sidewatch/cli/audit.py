@@ -145,7 +145,7 @@ def demo(
             summary = ingest.body("sidewatch-demo.ndjson", moved, now)
             click.echo(
                 f"demo traffic into {cfg.db_url}: {summary.accepted} accepted, "
-                f"{summary.skipped} skipped, {len(summary.rejects)} rejected",
+                f"{summary.skipped} skipped, {summary.rejected} rejected",
                 err=True,
             )
             _print_audit(store, cfg, parse_at(None), fmt, False)

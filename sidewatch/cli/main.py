@@ -131,7 +131,8 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
     ingesting it again: what was stored is not stored twice. Any other form (a JSON
     array, a JSON object, AG-UI SSE text) is one unit, held to the limits a request body
     is (server.maxInflatedBytes, server.maxLinesPerUnit). Lines over server.maxLineBytes
-    are rejected. Bad lines are listed with their line numbers and the rest is stored.
+    are rejected. Bad lines are listed with their line numbers (a file's first 1000; the rest are
+    counted, and every one is kept in the store) and the rest is stored.
 
     A file over a limit, or whose data the store refuses (a value the database cannot
     hold), is reported on one line with what of it was stored, and the other files go on.
@@ -169,11 +170,17 @@ def ingest(config_path: str | None, db: str | None, paths: tuple[str, ...]) -> N
                 continue
             click.echo(
                 f"{path}: {summary.accepted} accepted, {summary.skipped} skipped, "
-                f"{len(summary.rejects)} rejected"
+                f"{summary.rejected} rejected"
             )
             for r in summary.rejects:
                 click.echo(f"{path}:{r.line}: {r.error}")
-            any_rejected = any_rejected or bool(summary.rejects)
+            if summary.more_rejected:
+                click.echo(
+                    f"{path}: {summary.more_rejected} more rejected lines not shown (the "
+                    f"first {len(summary.rejects)} are; the store's reject table holds each "
+                    "one's unit, line and reason)"
+                )
+            any_rejected = any_rejected or bool(summary.rejected)
         # The files are one stream: what their runs hold for an end none of them brought is
         # closed now (this process's memory of it ends with the command).
         ingest.close_held("sidewatch ingest", int(time.time() * 1000))

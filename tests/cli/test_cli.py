@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
+from sidewatch.app import ingest as app_ingest
 from sidewatch.cli.main import cli
 from sidewatch.errors import install_hint
 from sidewatch.store.db import open_store
@@ -585,3 +586,37 @@ def test_a_line_over_the_line_length_limit_is_rejected_as_over_http(
     assert out.splitlines()[1].startswith(
         f"{unit}:1: line of {len(line)} bytes, over the limit of 1024"
     )
+
+
+def test_a_file_s_rejects_past_the_kept_ones_are_counted_and_stored_not_held(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed file of any number of bad lines is read in bounded memory: its summary holds
+    its first FILE_REJECTS_KEPT rejects (here 3) across its units and counts the rest; every
+    one is stored with its line."""
+    monkeypatch.setattr(app_ingest, "FILE_REJECTS_KEPT", 3)
+    bad = tmp_path / "bad.ndjson"
+    quiet = _quiet_unit(tmp_path).read_text()
+    bad.write_text((quiet + "not json\n[1]\n") * 4)  # 16 lines, 8 rejected, in several units
+
+    code, out = run(
+        "ingest", "--config", _limits(tmp_path, maxLinesPerUnit=4), "--db", db, str(bad)
+    )
+
+    not_json = "not JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"
+    assert 1 == code
+    assert [
+        f"{bad}: 8 accepted, 0 skipped, 8 rejected",
+        f"{bad}:3: {not_json}",
+        f"{bad}:4: not a JSON object but list",
+        f"{bad}:7: {not_json}",
+        f"{bad}: 5 more rejected lines not shown (the first 3 are; the store's reject table "
+        "holds each one's unit, line and reason)",
+    ] == out.splitlines()
+    engine = open_store(db)
+    with engine.connect() as conn:
+        lines = conn.execute(text("SELECT line FROM reject ORDER BY line")).scalars().all()
+        units = conn.execute(text("SELECT count(*) FROM unit")).scalar_one()
+    engine.dispose()
+    assert [3, 4, 7, 8, 11, 12, 15, 16] == lines
+    assert units > 1  # the kept rejects and the counted ones came from several units
