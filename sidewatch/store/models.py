@@ -415,9 +415,9 @@ WaitState = Table(
 # The transitions one verdict recorded share them: they are one row, that of the last of them
 # (the state the verdict left the wait in), and `earlier` holds the ones before it in order,
 # as JSON `[[from, to, at], ...]` (NULL: it made one). A row a recording instead of a row a
-# transition: a full audit's write floor (bench/store_shape.py). A row with NULL thresholds
-# and evidence (none is written since 0020) shares the next row's of its recording
-# (store.auditstate.compact and expand).
+# transition: a full audit's write floor (bench/store_shape.py). Every row carries its
+# thresholds and evidence (store.transitions.compact and expand); the columns are nullable
+# only because the pre-release rows that lacked them were (those stores are refused now).
 TransitionRow = Table(
     "transition",
     metadata,

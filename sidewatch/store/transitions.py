@@ -73,19 +73,18 @@ def moves(earlier: str | None) -> list[tuple[str | None, str, int]]:
 def expand(rows: Sequence[tuple[Any, ...]]) -> list[StoredTransition]:
     """Stored transition rows (TRANSITION_ROW_COLS) of one or more waits, in id order, as
     their transitions: each row's earlier moves, then its own, all with its thresholds and
-    evidence (see `compact`). A row without them (a pre-release build wrote such rows;
-    sidewatch 0.1.0 writes none) takes those of the next row of its wait and recording."""
+    evidence (see `compact`; every row sidewatch 0.1.0 writes or opens carries them)."""
     out: list[StoredTransition] = []
-    shared: dict[tuple[Any, ...], tuple[str, str]] = {}  # (thread, request, recorded_at)
-    for r in reversed(rows):
-        wait = (r[1], r[0], r[5])
-        if r[_EVIDENCE] is not None:
-            shared[wait] = (r[_THRESHOLDS], r[_EVIDENCE])
-        thresholds, evidence = shared.get(wait, ("{}", "{}"))
-        out.append(StoredTransition(r[0], r[1], r[2], r[3], r[4], r[5], r[6], thresholds, evidence))
-        for frm, to, at in reversed(moves(r[_EARLIER])):
-            out.append(StoredTransition(r[0], r[1], frm, to, at, r[5], r[6], thresholds, evidence))
-    out.reverse()
+    for r in rows:
+        request, thread, recorded, policy = r[0], r[1], r[5], r[6]
+        thresholds, evidence = r[_THRESHOLDS], r[_EVIDENCE]
+        for frm, to, at in moves(r[_EARLIER]):
+            out.append(
+                StoredTransition(
+                    request, thread, frm, to, at, recorded, policy, thresholds, evidence
+                )
+            )
+        out.append(StoredTransition(*r[:_EARLIER]))
     return out
 
 
