@@ -2,7 +2,8 @@
 unit's ingest time, and its run's `RUN_STARTED`, in a later unit, gives the time it should
 have taken (ingest.untimed). Done in that unit's transaction: the facts of the run's input
 line (the `run_fact` row marked `input` and every fact of the same thread, run and `seq`:
-its answers, legacy resume, findings, trace context) take the start time.
+its answers, legacy resume, findings, trace context, all stored with the line's ingest time)
+take the start time.
 
 Keyed by thread and run, and by the stored input's own `seq`: an input delivered again stored
 nothing new, and the first delivery's facts are the ones retimed; a retime done already
@@ -44,9 +45,11 @@ def retime_inputs(
                 driver_sql(
                     conn,
                     f"UPDATE {table} SET at = ? "  # noqa: S608 (names from the tuple above)
-                    "WHERE thread_id = ? AND run_id = ? AND seq = ? AND at <> ?",
+                    "WHERE thread_id = ? AND run_id = ? AND seq = ? AND at = ?",
                 ),
-                (at, thread, run, seq, at),
+                # Every fact of the line has its time: `finding`, keyed by (thread, at) alone,
+                # is searched there, not walked through all of the thread's findings.
+                (at, thread, run, seq, old),
             )
         early = min(old, at)
         gone = conn.exec_driver_sql(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import orjson
 import pytest
 from sqlalchemy import Engine
 
@@ -168,3 +169,26 @@ def test_an_input_echoed_by_an_untimed_run_start_is_not_remembered(engine: Engin
 
     assert () == feed.body("producer", echoed, RECEIVED).rejects
     assert 0 == len(feed.open_runs)
+
+
+def test_every_fact_of_the_input_line_moves_its_finding_and_trace_context_too(
+    engine: Engine,
+) -> None:
+    """The line's finding (here: a malformed `tracestate`) and its trace context take the
+    start time with its answer and mark: each is found by the line's thread, run, seq and
+    stored time."""
+    line = orjson.loads(LINES[INPUT])
+    line |= {"traceparent": f"00-{'ab' * 16}-{'cd' * 8}-01", "tracestate": "no equals sign"}
+    feed = ingest(engine)
+    feed.body("producer", FIRST, RECEIVED)
+    feed.body("producer", unit([orjson.dumps(line)]), RECEIVED)
+
+    feed.body("producer", REST, RECEIVED + 5_000)
+
+    with engine.connect() as conn:
+        finding = conn.exec_driver_sql(
+            "SELECT at FROM finding WHERE rule = 'trace_context_malformed'"
+        ).scalar_one()
+        trace = conn.exec_driver_sql("SELECT at FROM run_trace").scalar_one()
+    assert ([STAMP], [STAMP]) == input_times(engine)
+    assert (STAMP, STAMP) == (int(finding), int(trace))
