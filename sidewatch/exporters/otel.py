@@ -4,8 +4,9 @@ event per transition (at the time the evidence put the wait in the state).
 On when the standard variables say so (`OTEL_TRACES_EXPORTER=otlp|console`, and not
 `OTEL_SDK_DISABLED=true`); the resource comes from `OTEL_SERVICE_NAME` and
 `OTEL_RESOURCE_ATTRIBUTES`. A span is written when its wait closes, so a wait open across a
-restart still gets exactly one. Attributes are identities and codes only, never content; no
-metrics are sent this way (Prometheus has them).
+restart still gets exactly one; a wait that reopens (a late answer) and closes again gets one
+more. Attributes are identities and codes only, never content; no metrics are sent this way
+(Prometheus has them).
 
 Joined to the agent's trace (docs/tracing.md): when the asking run's request carried a W3C
 trace context (`traceparent` on its input or `RUN_STARTED`, kept per run), the wait's span is

@@ -182,6 +182,36 @@ def test_the_waits_a_tick_closes_are_joined_from_one_read_of_their_runs_contexts
         ]
 
 
+def test_a_wait_that_reopens_and_closes_again_gets_a_second_span(
+    db_url: str, receiver: tuple[str, Receiver]
+) -> None:
+    """docs/tracing.md: the first span (CANCELLED, a run moved past) was exported when the
+    wait closed; a late answer reopens it, and its second closing is a span of its own, in the
+    same trace, linking the run that answered."""
+    protocol, got = receiver
+    daemon = Daemon(db_url, protocol)
+    daemon.feed(asked(traceparent=ASKING), T0 + 2_000)
+    daemon.auditor.tick(T0 + 30_000)
+    daemon.feed(moved_past(), T0 + 63_000)
+    daemon.auditor.tick(T0 + 90_000)
+    late = declined(at=T0 + 120_000, traceparent=ANSWERING)
+    late = [{**line, "runId": "r3"} for line in late]
+    daemon.feed(late, T0 + 123_000)
+    daemon.auditor.tick(T0 + 150_000)
+    daemon.close()
+
+    spans = got.wait_for(lambda spans: len(spans) >= 2)
+    assert [("t1/i1", "CANCELLED"), ("t1/i1", "CLOSED_BY_DECLINE")] == sorted(
+        (s.attributes["sidewatch.approval.request_id"], s.attributes["sidewatch.approval.state"])
+        for s in spans
+    )
+    assert {(TRACE, ASK)} == {(s.trace_id, s.parent_span_id) for s in spans}
+    second = next(s for s in spans if s.attributes["sidewatch.approval.state"] != "CANCELLED")
+    assert ("r3", "answered") in [
+        (a["sidewatch.approval.run_id"], a["sidewatch.approval.link"]) for _, _, a in second.links
+    ]
+
+
 def test_a_run_that_moved_past_the_wait_is_linked_as_a_later_run(
     db_url: str, receiver: tuple[str, Receiver]
 ) -> None:
