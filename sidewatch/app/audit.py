@@ -309,10 +309,10 @@ class Auditor:
         # again at the next tick, and counted then.
         self._apply(saved)
         errors += refused
-        closing = [c for g in saved for c in g.closing]
-        if self.on_closed is not None and closing:  # only once saved: fenced out, none closed
+        if self.on_closed is not None:  # only once saved: a fenced-out save closes nothing
+            closing = [c for g in saved for c in g.closing]
             try:
-                errors += self.on_closed(closing)  # the waits whose hook failed
+                errors += self.on_closed(closing) if closing else 0  # the waits it failed
             except Exception:  # an exporter never stops the audit
                 log.exception("closing hook failed for %d waits", len(closing))
                 errors += len(closing)

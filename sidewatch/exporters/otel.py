@@ -97,7 +97,7 @@ class WaitSpans:
         """The trace contexts of every run the closing waits name (the asking runs and the
         `linked` ones), in one read for the tick; a failed read writes their spans as roots,
         with a warning."""
-        if self.traces is None or not closing:
+        if self.traces is None:
             return {}
         runs = {
             (ev.thread_id, run)
@@ -130,8 +130,12 @@ class WaitSpans:
     def on_closed(self, closing: Closing) -> int:
         """Write the span of each wait the tick closed; the number whose span failed (each
         logged; the others are written all the same)."""
-        linked = [linked_runs(ev) for ev, _ in closing]
-        found = self._found(closing, linked)
+        # The runs to link are looked for only when there is a store to ask for their contexts.
+        linked: list[Mapping[str, str]] = [{} for _ in closing]
+        found: Mapping[RunKey, RunTrace] = {}
+        if self.traces is not None and closing:
+            linked = [linked_runs(ev) for ev, _ in closing]
+            found = self._found(closing, linked)
         failed = 0
         for (ev, v), later in zip(closing, linked, strict=True):
             try:
